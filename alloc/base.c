@@ -1,0 +1,81 @@
+/* base.c -- the metadata allocator: memory for nalloc's own structures
+ * (spans, thread caches, arenas, profiler tables).
+ *
+ * It sits beside the user heap, never inside it, so metadata is never
+ * profiled, never recursed into, and a user overrun cannot reach it by
+ * walking off the end of a block. Blocks up to BASE_MAX come from 64 KiB
+ * pieces carved by a bump pointer, with one free list per 16-byte size;
+ * bigger blocks are mapped directly. */
+#include "internal.h"
+
+#include <string.h>
+
+#define BASE_CHUNK ((size_t)256 << 10)
+#define BASE_MAX ((size_t)16 << 10)
+#define BASE_NLISTS (BASE_MAX / 16)
+
+typedef struct base_free_s {
+  struct base_free_s *next;
+} base_free_t;
+
+static nlock_t base_lock = NLOCK_INITIALIZER;
+static char *base_cur, *base_end;
+static base_free_t *base_lists[BASE_NLISTS + 1];
+static _Atomic size_t base_mapped;
+
+void *base_alloc(size_t size) {
+  size = ALIGN_UP(size ? size : 1, 16);
+  if (size > BASE_MAX) {
+    size = ALIGN_UP(size, PAGE);
+    void *p = os_map(size);
+    if (p) atomic_fetch_add_explicit(&base_mapped, size, memory_order_relaxed);
+    return p;
+  }
+  size_t li = size / 16;
+  nlock_lock(&base_lock);
+  base_free_t *f = base_lists[li];
+  if (f != NULL) {
+    base_lists[li] = f->next;
+    nlock_unlock(&base_lock);
+    memset(f, 0, size);
+    return f;
+  }
+  if ((size_t)(base_end - base_cur) < size) {
+    char *p = os_map(BASE_CHUNK);
+    if (p == NULL) {
+      nlock_unlock(&base_lock);
+      return NULL;
+    }
+    atomic_fetch_add_explicit(&base_mapped, BASE_CHUNK, memory_order_relaxed);
+    base_cur = p;
+    base_end = p + BASE_CHUNK;
+  }
+  void *r = base_cur;
+  base_cur += size;
+  nlock_unlock(&base_lock);
+  return r; /* fresh mmap memory is already zero */
+}
+
+void base_free(void *p, size_t size) {
+  if (p == NULL) return;
+  size = ALIGN_UP(size ? size : 1, 16);
+  if (size > BASE_MAX) {
+    size = ALIGN_UP(size, PAGE);
+    os_unmap(p, size);
+    atomic_fetch_sub_explicit(&base_mapped, size, memory_order_relaxed);
+    return;
+  }
+  base_free_t *f = p;
+  nlock_lock(&base_lock);
+  f->next = base_lists[size / 16];
+  base_lists[size / 16] = f;
+  nlock_unlock(&base_lock);
+}
+
+size_t base_stats_mapped(void) {
+  return atomic_load_explicit(&base_mapped, memory_order_relaxed);
+}
+
+void base_prefork(void) { nlock_prefork(&base_lock); }
+void base_postfork_parent(void) { nlock_postfork_parent(&base_lock); }
+void base_postfork_child(void) { nlock_postfork_child(&base_lock); }

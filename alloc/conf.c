@@ -1,0 +1,234 @@
+/* conf.c -- NALLOC_CONF: `key:value,key:value`, parsed once at start-up.
+ *
+ * Parsing works on the environment string in place and never allocates,
+ * since it runs before the first allocation is served. A bad entry gets one
+ * line on stderr naming the key, the value and what is accepted; the
+ * default stays (or the process aborts with abort_conf:true, checked after
+ * the whole string so the flag works wherever it appears). */
+#include "conf.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "arena.h"
+#include "../prof/prof_hook.h"
+
+unsigned opt_narenas = 0;
+unsigned opt_narenas_per_node = 0;
+bool opt_numa = true;
+unsigned opt_numa_nodes = 0;
+bool opt_tcache = true;
+size_t opt_tcache_max = SC_SMALL_MAX;
+ssize_t opt_dirty_decay_ms = 10000;
+bool opt_abort_conf = false;
+bool opt_stats_print = false;
+
+static const conf_entry_t conf_alloc_entries[] = {
+    {"narenas", CONF_UNSIGNED, &opt_narenas, 0, ARENAS_MAX, NULL, 0,
+     "number of arenas (0: numa nodes x narenas_per_node)"},
+    {"narenas_per_node", CONF_UNSIGNED, &opt_narenas_per_node, 0, 256, NULL, 0,
+     "arenas per NUMA node (0: CPUs per node)"},
+    {"numa", CONF_BOOL, &opt_numa, 0, 0, NULL, 0,
+     "group arenas by NUMA node and bind their memory to it"},
+    {"numa_nodes", CONF_UNSIGNED, &opt_numa_nodes, 0, 64, NULL, 0,
+     "pretend this many NUMA nodes (0: the real topology)"},
+    {"tcache", CONF_BOOL, &opt_tcache, 0, 0, NULL, 0, "per-thread caches"},
+    {"tcache_max", CONF_SIZE, &opt_tcache_max, 0, (int64_t)SC_SMALL_MAX, NULL, 0,
+     "largest size kept in thread caches"},
+    {"dirty_decay_ms", CONF_SSIZE, &opt_dirty_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
+     "ms before freed pages are returned to the OS (-1: never, 0: at once)"},
+    {"abort_conf", CONF_BOOL, &opt_abort_conf, 0, 0, NULL, 0,
+     "abort on a bad NALLOC_CONF entry"},
+    {"stats_print", CONF_BOOL, &opt_stats_print, 0, 0, NULL, 0,
+     "print statistics to stderr at exit"},
+};
+
+typedef struct conf_table_s {
+  const conf_entry_t *rows;
+  size_t n;
+} conf_table_t;
+
+static conf_table_t conf_tables(unsigned i) {
+  if (i == 0) return (conf_table_t){conf_alloc_entries,
+                                    sizeof conf_alloc_entries / sizeof *conf_alloc_entries};
+  if (i == 1) return (conf_table_t){prof_conf_entries, prof_conf_nentries};
+  return (conf_table_t){NULL, 0};
+}
+
+const conf_entry_t *conf_find(const char *name, size_t len) {
+  for (unsigned t = 0; t < 2; t++) {
+    conf_table_t tb = conf_tables(t);
+    for (size_t i = 0; i < tb.n; i++)
+      if (strlen(tb.rows[i].name) == len && memcmp(tb.rows[i].name, name, len) == 0)
+        return &tb.rows[i];
+  }
+  return NULL;
+}
+
+static bool conf_eq(const char *v, size_t n, const char *lit) {
+  return strlen(lit) == n && memcmp(v, lit, n) == 0;
+}
+
+/* Parses a decimal (optionally signed) integer with an optional k/m/g
+ * suffix when `suffix` is set. */
+static bool conf_int(const char *v, size_t n, bool suffix, int64_t *out) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < n && (v[i] == '-' || v[i] == '+')) neg = v[i++] == '-';
+  if (i == n) return false;
+  uint64_t x = 0;
+  for (; i < n && v[i] >= '0' && v[i] <= '9'; i++) {
+    if (x > (uint64_t)INT64_MAX / 10) return false;
+    x = x * 10 + (uint64_t)(v[i] - '0');
+  }
+  if (i < n && suffix && i + 1 == n) {
+    unsigned sh = v[i] == 'k' || v[i] == 'K' ? 10 : v[i] == 'm' || v[i] == 'M' ? 20
+                : v[i] == 'g' || v[i] == 'G' ? 30 : 0;
+    if (sh == 0 || x > ((uint64_t)INT64_MAX >> sh)) return false;
+    x <<= sh;
+    i++;
+  }
+  if (i != n || x > (uint64_t)INT64_MAX) return false;
+  *out = neg ? -(int64_t)x : (int64_t)x;
+  return true;
+}
+
+static const struct {
+  const char *name;
+  int sig;
+} conf_signals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},
+                    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},
+                    {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD},
+                    {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+                    {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU},
+                    {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
+                    {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
+                    {"SYS", SIGSYS}};
+
+static bool conf_signal(const char *v, size_t n, int64_t *out) {
+  if (conf_int(v, n, false, out)) return *out >= 0 && *out < NSIG;
+  if (n > 3 && memcmp(v, "SIG", 3) == 0) v += 3, n -= 3;
+  for (size_t i = 0; i < sizeof conf_signals / sizeof *conf_signals; i++)
+    if (conf_eq(v, n, conf_signals[i].name)) {
+      *out = conf_signals[i].sig;
+      return true;
+    }
+  return false;
+}
+
+static void conf_expected(const conf_entry_t *e, char *buf, size_t cap) {
+  switch (e->type) {
+  case CONF_BOOL: snprintf(buf, cap, "true or false"); break;
+  case CONF_UNSIGNED: case CONF_SIZE: case CONF_SSIZE:
+    snprintf(buf, cap, "an integer in [%lld, %lld]%s", (long long)e->min,
+             (long long)e->max, e->type == CONF_SIZE ? " (k, m, g suffixes allowed)" : "");
+    break;
+  case CONF_STR: snprintf(buf, cap, "text of at most %zu bytes without ','", e->strcap - 1); break;
+  case CONF_SIGNAL: snprintf(buf, cap, "a signal name (USR2, SIGUSR2) or number, 0 for none"); break;
+  case CONF_ENUM: {
+    size_t o = 0;
+    for (unsigned i = 0; e->choices[i] && o + 2 < cap; i++)
+      o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " or " : "one of ", e->choices[i]);
+    break;
+  }
+  }
+}
+
+/* Applies one value; false if it is not acceptable. */
+static bool conf_apply(const conf_entry_t *e, const char *v, size_t n) {
+  int64_t x;
+  switch (e->type) {
+  case CONF_BOOL:
+    if (conf_eq(v, n, "true")) *(bool *)e->ptr = true;
+    else if (conf_eq(v, n, "false")) *(bool *)e->ptr = false;
+    else return false;
+    return true;
+  case CONF_UNSIGNED:
+  case CONF_SIZE:
+  case CONF_SSIZE:
+    if (!conf_int(v, n, e->type == CONF_SIZE, &x) || x < e->min || x > e->max) return false;
+    if (e->type == CONF_UNSIGNED) *(unsigned *)e->ptr = (unsigned)x;
+    else if (e->type == CONF_SIZE) *(size_t *)e->ptr = (size_t)x;
+    else *(ssize_t *)e->ptr = (ssize_t)x;
+    return true;
+  case CONF_STR:
+    if (n + 1 > e->strcap) return false;
+    memcpy(e->ptr, v, n);
+    ((char *)e->ptr)[n] = '\0';
+    return true;
+  case CONF_ENUM:
+    for (unsigned i = 0; e->choices[i]; i++)
+      if (conf_eq(v, n, e->choices[i])) {
+        *(unsigned *)e->ptr = i;
+        return true;
+      }
+    return false;
+  case CONF_SIGNAL:
+    if (!conf_signal(v, n, &x)) return false;
+    *(int *)e->ptr = (int)x;
+    return true;
+  }
+  return false;
+}
+
+static void conf_known_keys(char *buf, size_t cap) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (unsigned t = 0; t < 2; t++) {
+    conf_table_t tb = conf_tables(t);
+    for (size_t i = 0; i < tb.n && o + 2 < cap; i++)
+      o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? " " : "", tb.rows[i].name);
+  }
+}
+
+void conf_boot(void) {
+  if (getauxval(AT_SECURE)) return; /* setuid/setgid: the environment is not trusted */
+  const char *conf = getenv("NALLOC_CONF"), *s = conf;
+  if (s == NULL) return;
+  bool bad = false;
+  while (*s) {
+    const char *item = s, *comma = strchr(s, ',');
+    size_t len = comma ? (size_t)(comma - s) : strlen(s);
+    s = comma ? comma + 1 : s + len;
+    if (len == 0) {
+      nalloc_log("NALLOC_CONF: empty entry (stray ',') ignored");
+      bad = true;
+      continue;
+    }
+    const char *colon = memchr(item, ':', len);
+    if (colon == NULL) {
+      nalloc_log("NALLOC_CONF: entry \"%.*s\" has no ':value' (expected key:value); ignored",
+                 (int)len, item);
+      bad = true;
+      continue;
+    }
+    size_t klen = (size_t)(colon - item), vlen = len - klen - 1;
+    const char *v = colon + 1;
+    const conf_entry_t *e = conf_find(item, klen);
+    if (e == NULL) {
+      char keys[768];
+      conf_known_keys(keys, sizeof keys);
+      nalloc_log("NALLOC_CONF: unknown key \"%.*s\" ignored; known keys: %s", (int)klen,
+                 item, keys);
+      bad = true;
+      continue;
+    }
+    if (!conf_apply(e, v, vlen)) {
+      char exp[256];
+      conf_expected(e, exp, sizeof exp);
+      nalloc_log("NALLOC_CONF: bad value \"%.*s\" for \"%s\": expected %s; keeping the default",
+                 (int)vlen, v, e->name, exp);
+      bad = true;
+    }
+  }
+  size_t total = strlen(conf);
+  if (total > 0 && conf[total - 1] == ',') {
+    nalloc_log("NALLOC_CONF: empty entry (stray ',') ignored");
+    bad = true;
+  }
+  if (bad && opt_abort_conf) nalloc_fatal("NALLOC_CONF is invalid and abort_conf is true");
+}

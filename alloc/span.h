@@ -1,0 +1,43 @@
+/* span.h -- a span: a run of pages owned by one arena.
+ *
+ * A span is either a free run in its arena's page heap, a small span carved
+ * into equal slots of one size class, or a large allocation. Its metadata
+ * lives here, outside the user's memory: the free-slot bitmap and, when the
+ * profiler sampled an object in the span, the (tctx, requested size) of each
+ * sampled slot. */
+#ifndef NALLOC_SPAN_H
+#define NALLOC_SPAN_H
+
+#include "size_class.h"
+
+enum { SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
+
+typedef struct prof_slot_s {
+  void *tctx;  /* NULL: this object was not sampled */
+  size_t size; /* requested size charged to tctx */
+} prof_slot_t;
+
+typedef struct span_s {
+  uintptr_t start;
+  size_t npages;
+  uint8_t kind;
+  uint8_t cls;    /* SPAN_SMALL */
+  uint8_t dirty;  /* SPAN_FREE: pages may still be resident */
+  uint8_t zeroed; /* the pages read as zero (fresh or purged) */
+  uint16_t arena;
+  uint32_t nfree;  /* SPAN_SMALL: free slots (slots in thread caches are not free) */
+  struct span_s *next, *prev; /* bin partial list or heap run list */
+  uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
+  size_t usize;               /* SPAN_LARGE: usable bytes */
+  /* Profiling: small spans point at prof_slot_t[nslots], large spans at
+   * large_prof; NULL while nothing in the span was sampled. */
+  _Atomic(prof_slot_t *) prof;
+  prof_slot_t large_prof;
+  uint64_t bitmap[SC_MAX_SLOTS / 64]; /* SPAN_SMALL: 1 = slot free */
+} span_t;
+
+static inline uintptr_t span_end(const span_t *s) {
+  return s->start + s->npages * PAGE;
+}
+
+#endif

@@ -1,0 +1,115 @@
+/* stats.c -- gathers per-arena figures into process totals and per-node
+ * sums, and prints them (malloc_stats, stats_print).
+ *
+ * `allocated` counts bytes handed out by the arenas: small slots sitting
+ * in thread caches count as allocated, as in jemalloc. `resident` is an
+ * estimate: active pages + dirty (freed, not yet purged) pages + metadata. */
+#include "stats.h"
+
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "entry.h"
+#include "numa.h"
+#include "../prof/prof_hook.h"
+
+stats_t stats_snapshot;
+static bool stats_taken;
+static nlock_t stats_lock = NLOCK_INITIALIZER;
+
+void stats_collect(stats_t *st) {
+  uint64_t epoch = st->epoch;
+  memset(st, 0, sizeof *st);
+  st->epoch = epoch;
+  for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    arena_t *a = atomic_load_explicit(&arenas[i], memory_order_acquire);
+    if (a == NULL) continue;
+    arena_stats_t *as = &st->arena[i];
+    arena_stats(a, as);
+    st->allocated += as->allocated;
+    st->active += as->active;
+    st->dirty += as->dirty;
+    st->mapped += as->mapped;
+    st->nmalloc += as->nmalloc;
+    st->ndalloc += as->ndalloc;
+    st->npurged += as->npurged;
+    unsigned n = a->node < STATS_MAX_NODES ? a->node : STATS_MAX_NODES - 1;
+    st->node[n].allocated += as->allocated;
+    st->node[n].active += as->active;
+    st->node[n].resident += as->active + as->dirty;
+    st->node[n].mapped += as->mapped;
+  }
+  for (unsigned i = 0; i < arenas_count; i++) {
+    unsigned n = numa_node_of_arena(i);
+    if (n < STATS_MAX_NODES) st->node[n].narenas++;
+  }
+  st->metadata = base_stats_mapped();
+  st->mapped += st->metadata;
+  st->resident = st->active + st->dirty + st->metadata;
+}
+
+void stats_refresh(void) {
+  nlock_lock(&stats_lock);
+  stats_snapshot.epoch++;
+  stats_collect(&stats_snapshot);
+  stats_taken = true;
+  nlock_unlock(&stats_lock);
+}
+
+void stats_ensure(void) {
+  if (!stats_taken) stats_refresh();
+}
+
+static stats_t stats_print_buf;
+
+/* Prints with nalloc_log (write(2) of a stack buffer): no stdio stream,
+ * whose lock or buffer could be in any state at exit. */
+void entry_stats_print(void) {
+  nlock_lock(&stats_lock);
+  stats_t *st = &stats_print_buf;
+  stats_collect(st);
+  nalloc_log(
+          "stats: allocated=%zu active=%zu resident=%zu mapped=%zu "
+          "metadata=%zu nmalloc=%llu ndalloc=%llu",
+          st->allocated, st->active, st->resident, st->mapped, st->metadata,
+          (unsigned long long)st->nmalloc, (unsigned long long)st->ndalloc);
+  nalloc_log("arenas=%u numa_nodes=%u arenas_per_node=%u tcache=%s prof=%s",
+          arenas_count, numa_nnodes, numa_per_node, opt_tcache ? "true" : "false",
+          opt_prof ? "true" : "false");
+  for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    arena_stats_t *as = &st->arena[i];
+    if (as->mapped == 0 && as->nmalloc == 0) continue;
+    nalloc_log(
+            "arena %u (node %u): threads=%u allocated=%zu active=%zu dirty=%zu "
+            "mapped=%zu nmalloc=%llu ndalloc=%llu purged_pages=%llu",
+            i, numa_node_of_arena(i), as->nthreads, as->allocated, as->active, as->dirty,
+            as->mapped, (unsigned long long)as->nmalloc, (unsigned long long)as->ndalloc,
+            (unsigned long long)as->npurged);
+  }
+  for (unsigned n = 0; n < numa_nnodes && n < STATS_MAX_NODES; n++)
+    nalloc_log("node %u: arenas=%u allocated=%zu active=%zu resident=%zu", n,
+            st->node[n].narenas, st->node[n].allocated, st->node[n].active,
+            st->node[n].resident);
+  nlock_unlock(&stats_lock);
+}
+
+struct mallinfo2 entry_mallinfo2(void) {
+  nlock_lock(&stats_lock);
+  stats_t *st = &stats_print_buf;
+  stats_collect(st);
+  struct mallinfo2 mi = {0};
+  mi.arena = st->mapped - st->metadata;
+  mi.hblkhd = st->metadata;
+  mi.uordblks = st->allocated;
+  mi.fordblks = st->mapped - st->metadata - st->allocated;
+  mi.keepcost = st->dirty;
+  nlock_unlock(&stats_lock);
+  return mi;
+}
+
+void stats_prefork(void) { nlock_prefork(&stats_lock); }
+void stats_postfork_parent(void) { nlock_postfork_parent(&stats_lock); }
+void stats_postfork_child(void) { nlock_postfork_child(&stats_lock); }

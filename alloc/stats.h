@@ -1,0 +1,28 @@
+/* stats.h -- statistics snapshots: refreshed on `epoch`, read by nalloc_ctl,
+ * malloc_stats, mallinfo and stats_print. */
+#ifndef NALLOC_STATS_H
+#define NALLOC_STATS_H
+
+#include "arena.h"
+
+#define STATS_MAX_NODES 64
+
+typedef struct stats_s {
+  uint64_t epoch;
+  size_t allocated, active, dirty, mapped, metadata, resident;
+  uint64_t nmalloc, ndalloc, npurged;
+  arena_stats_t arena[ARENAS_MAX];
+  struct {
+    size_t allocated, active, resident, mapped;
+    unsigned narenas;
+  } node[STATS_MAX_NODES];
+} stats_t;
+
+/* The snapshot as of the last epoch (taken on first use if none). */
+extern stats_t stats_snapshot;
+void stats_refresh(void);
+void stats_ensure(void);
+/* A fresh snapshot into *out (for malloc_stats and mallinfo). */
+void stats_collect(stats_t *out);
+
+#endif

@@ -1,0 +1,60 @@
+/* prof_hook.h -- the narrow hook between the allocator and the profiler:
+ * the only prof/ header that alloc/ includes.
+ *
+ * Flow of a sampled allocation (alloc/ side, in the malloc slow path taken
+ * when tsd->prof_countdown goes negative):
+ *   tsd->prof_countdown = prof_next_wait(tsd);
+ *   tctx = prof_sample_prepare(tsd, size, caller);   NULL: do not record
+ *   p = ...allocate as usual...
+ *   if (tctx) { store (tctx, size) in p's span metadata;
+ *               prof_sample_commit(tsd, tctx, size); }
+ * and of its free (any thread): alloc/ finds (tctx, size) in the span,
+ * clears it, then calls prof_sample_free(tctx, size).
+ * realloc samples the new object before it frees the old one. */
+#ifndef PROF_HOOK_H
+#define PROF_HOOK_H
+
+#include "../alloc/internal.h"
+
+/* opt.prof: set by NALLOC_CONF, read-only afterwards. When false nothing
+ * below is called except prof_boot/prof_boot_late and the fork hooks. */
+extern bool opt_prof;
+
+/* Called once while the allocator initialises, after NALLOC_CONF is
+ * parsed: must not call malloc. */
+void prof_boot(void);
+/* Called from the library constructor, when malloc works: installs the
+ * signal trigger, the exit dump, and primes the unwinder. */
+void prof_boot_late(void);
+
+/* Requested bytes until this thread's next sample (exponential, mean
+ * 2^lg_prof_sample): the request that takes the countdown below 0 is
+ * sampled. -1 when lg_prof_sample is 0, so that every request is sampled,
+ * malloc(0) and malloc(1) included. [prof: was "1", which would have let
+ * malloc(1) through with alloc's `< 0` test; doc-only change.] */
+int64_t prof_next_wait(tsd_t *tsd);
+/* Captures the backtrace (frame 0 = return address in the caller of the
+ * public entry point, `caller`) and returns the tctx to charge, or NULL
+ * when this allocation must not be recorded (inactive, reentrant, out of
+ * metadata memory). Does not change counters. */
+void *prof_sample_prepare(tsd_t *tsd, size_t size, const void *caller);
+/* Adds one object of `size` requested bytes to tctx. */
+void prof_sample_commit(tsd_t *tsd, void *tctx, size_t size);
+/* Subtracts one object of `size` bytes from tctx; any thread may call. */
+void prof_sample_free(void *tctx, size_t size);
+
+/* Thread exit (from the allocator's TSD destructor). */
+void prof_thread_exit(tsd_t *tsd);
+
+/* Fork: called first in prefork, last in the postfork handlers. */
+void prof_prefork(void);
+void prof_postfork_parent(void);
+void prof_postfork_child(void);
+
+/* NALLOC_CONF keys and ctl names owned by the profiler. */
+extern const conf_entry_t prof_conf_entries[];
+extern const size_t prof_conf_nentries;
+extern const ctl_entry_t prof_ctl_entries[];
+extern const size_t prof_ctl_nentries;
+
+#endif
