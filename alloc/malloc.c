@@ -390,8 +390,12 @@ static void stats_print_atexit(void) { entry_stats_print(); }
 
 __attribute__((constructor)) static void nalloc_ctor(void) {
   nalloc_boot();
-  numa_discover();
   tsd_t *tsd = tsd_get();
+  /* libnuma allocates for nalloc here: not the program's memory, so not
+   * sampled. */
+  tsd->reentrant++;
+  numa_discover();
+  tsd->reentrant--;
   if (tsd->state == TSD_NOMINAL) tsd_set_arena(numa_pick_arena());
   prof_boot_late();
   if (opt_stats_print) atexit(stats_print_atexit);
