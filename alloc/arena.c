@@ -49,6 +49,7 @@ static span_t *span_new(arena_t *a) {
 
 static void span_delete(arena_t *a, span_t *s) {
   s->kind = 0;
+  s->free_fast = 0;
   s->next = a->span_cache;
   a->span_cache = s;
 }
@@ -140,6 +141,7 @@ static bool heap_grow(arena_t *a, size_t np) {
  * back as free runs. */
 static span_t *run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np) {
   run_remove(a, r);
+  r->free_fast = 0;
   size_t lead = (start - r->start) / PAGE, trail = r->npages - lead - np;
   span_t *lead_run = NULL, *trail_run = NULL;
   if (lead && (lead_run = span_new(a)) == NULL) goto fail;
@@ -204,6 +206,7 @@ static void heap_free(arena_t *a, span_t *s) {
   uint64_t now = nalloc_now_ns();
   a->npages_active -= s->npages;
   s->kind = SPAN_FREE;
+  s->free_fast = 0;
   s->dirty = 1;
   s->zeroed = 0;
   s->dirty_since = now;
@@ -249,6 +252,9 @@ static span_t *bin_new_span(arena_t *a, unsigned cls) {
   s->kind = SPAN_SMALL;
   s->cls = (uint8_t)cls;
   s->nfree = sc->nslots;
+  s->slot_size = sc->size;
+  s->free_fast = 1;
+  s->div_mul = sc->div_mul;
   memset(s->bitmap, 0, sizeof s->bitmap);
   for (unsigned i = 0; i < sc->nslots; i++) s->bitmap[i / 64] |= (uint64_t)1 << (i % 64);
   atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
@@ -366,6 +372,7 @@ void *arena_alloc_large(arena_t *a, size_t size, size_t align, bool zero) {
   span_t *s = heap_alloc(a, np, align);
   if (s != NULL) {
     s->kind = SPAN_LARGE;
+    s->free_fast = 0;
     s->usize = np * PAGE;
     atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
     pagemap_set((void *)s->start, s);

@@ -43,14 +43,21 @@ static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero,
   return malloc_slow(size, 0, zero, caller);
 }
 
+/* The checks keep a bad free from poisoning the cache (a pointer into the
+ * middle of a block would be handed out again): the span must be small and
+ * unsampled, p must start a slot, and p must not be the entry just cached
+ * (an immediate double free). slots[-1] is a dummy, so the last check needs
+ * no branch on an empty bin. Anything else goes to free_slow, which
+ * diagnoses it. */
 static NALLOC_ALWAYS_INLINE void entry_free(void *p) {
   if (unlikely(p == NULL)) return;
   span_t *s = pagemap_get(p);
-  if (likely(s != NULL && s->kind == SPAN_SMALL &&
-             atomic_load_explicit(&s->prof, memory_order_relaxed) == NULL)) {
+  if (likely(s != NULL && s->free_fast && span_slot_ok(s, p))) {
     tbin_t *b = &tsd_get()->tcache->bins[s->cls];
-    if (likely(b->count < b->max)) {
-      b->slots[b->count++] = p;
+    void **top = b->slots + b->count;
+    if (likely(b->count < b->max && top[-1] != p)) {
+      *top = p;
+      b->count++;
       return;
     }
   }

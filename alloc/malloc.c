@@ -114,6 +114,7 @@ static void prof_slot_record(void *p, void *tctx, size_t size) {
       if (fresh == NULL) return; /* no metadata memory: leave unrecorded */
       if (atomic_compare_exchange_strong(&s->prof, &ps, fresh)) ps = fresh;
       else base_free(fresh, bytes);
+      s->free_fast = 0; /* frees in this span now check for samples */
     }
     ps[sc_slot_of(s->cls, (uintptr_t)p - s->start)] = (prof_slot_t){tctx, size};
   }
@@ -234,6 +235,8 @@ void free_slow(void *p, span_t *s) {
     arena_flush(&p, 1);
     return;
   }
+  if (b->count > 0 && b->slots[b->count - 1] == p)
+    nalloc_fatal("free(%p): double free", p);
   if (b->count == b->max) tcache_flush_bin(tc, s->cls, b->max / 2);
   b->slots[b->count++] = p;
 }

@@ -24,8 +24,12 @@ typedef struct span_s {
   uint8_t cls;    /* SPAN_SMALL */
   uint8_t dirty;  /* SPAN_FREE: pages may still be resident */
   uint8_t zeroed; /* the pages read as zero (fresh or purged) */
+  uint8_t free_fast; /* small and nothing in it sampled: free may use the
+                        thread cache without looking further */
   uint16_t arena;
   uint32_t nfree;  /* SPAN_SMALL: free slots (slots in thread caches are not free) */
+  uint32_t slot_size; /* SPAN_SMALL: copies of sc_info[cls], so that free's */
+  uint32_t div_mul;   /* pointer check needs only this cache line */
   struct span_s *next, *prev; /* bin partial list or heap run list */
   uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
   size_t usize;               /* SPAN_LARGE: usable bytes */
@@ -38,6 +42,14 @@ typedef struct span_s {
 
 static inline uintptr_t span_end(const span_t *s) {
   return s->start + s->npages * PAGE;
+}
+
+/* True if p is the start of a slot of small span s (a cheap multiply: see
+ * sc_slot_of). The page map only leads to s from addresses inside its
+ * pages, so the offset is below 2^18 and the multiply is exact. */
+static inline bool span_slot_ok(const span_t *s, const void *p) {
+  uintptr_t off = (uintptr_t)p - s->start;
+  return ((off * s->div_mul) >> 32) * s->slot_size == off;
 }
 
 #endif

@@ -17,7 +17,7 @@ static size_t tcache_size(uint32_t *caps) {
   size_t n = 0;
   for (unsigned c = 0; c < SC_NSMALL; c++) {
     caps[c] = opt_tcache && sc_info[c].size <= opt_tcache_max ? sc_info[c].tcache_max : 0;
-    n += caps[c];
+    n += caps[c] + 1; /* + the dummy slots[-1] */
   }
   return sizeof(tcache_t) + n * sizeof(void *);
 }
@@ -28,9 +28,9 @@ tcache_t *tcache_create(void) {
   if (tc == NULL) return NULL;
   void **slots = (void **)(tc + 1);
   for (unsigned c = 0; c < SC_NSMALL; c++) {
-    tc->bins[c].slots = slots;
+    tc->bins[c].slots = slots + 1;
     tc->bins[c].max = caps[c];
-    slots += caps[c];
+    slots += caps[c] + 1;
   }
   return tc;
 }

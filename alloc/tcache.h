@@ -7,7 +7,7 @@
 #include "size_class.h"
 
 typedef struct tbin_s {
-  void **slots;   /* slots[0] is the oldest entry */
+  void **slots;   /* slots[0] is the oldest entry; slots[-1] is a NULL dummy */
   uint32_t count; /* entries in slots */
   uint32_t max;   /* capacity; 0 = this class is not cached */
 } tbin_t;
