@@ -49,7 +49,7 @@ static span_t *span_new(arena_t *a) {
 
 static void span_delete(arena_t *a, span_t *s) {
   s->kind = 0;
-  s->free_fast = 0;
+  atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
   s->next = a->span_cache;
   a->span_cache = s;
 }
@@ -141,7 +141,7 @@ static bool heap_grow(arena_t *a, size_t np) {
  * back as free runs. */
 static span_t *run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np) {
   run_remove(a, r);
-  r->free_fast = 0;
+  atomic_store_explicit(&r->free_fast, 0, memory_order_relaxed);
   size_t lead = (start - r->start) / PAGE, trail = r->npages - lead - np;
   span_t *lead_run = NULL, *trail_run = NULL;
   if (lead && (lead_run = span_new(a)) == NULL) goto fail;
@@ -206,7 +206,7 @@ static void heap_free(arena_t *a, span_t *s) {
   uint64_t now = nalloc_now_ns();
   a->npages_active -= s->npages;
   s->kind = SPAN_FREE;
-  s->free_fast = 0;
+  atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
   s->dirty = 1;
   s->zeroed = 0;
   s->dirty_since = now;
@@ -235,10 +235,13 @@ static void heap_free(arena_t *a, span_t *s) {
   else heap_decay(a, now, false);
 }
 
-void arena_purge(arena_t *a, bool all) {
+size_t arena_purge(arena_t *a, bool all) {
   nlock_lock(&a->heap_lock);
+  uint64_t before = a->npurged;
   heap_decay(a, nalloc_now_ns(), all);
+  size_t n = (size_t)(a->npurged - before);
   nlock_unlock(&a->heap_lock);
+  return n;
 }
 
 /* ---- small objects ------------------------------------------------------ */
@@ -253,7 +256,7 @@ static span_t *bin_new_span(arena_t *a, unsigned cls) {
   s->cls = (uint8_t)cls;
   s->nfree = sc->nslots;
   s->slot_size = sc->size;
-  s->free_fast = 1;
+  atomic_store_explicit(&s->free_fast, 1, memory_order_relaxed);
   s->div_mul = sc->div_mul;
   memset(s->bitmap, 0, sizeof s->bitmap);
   for (unsigned i = 0; i < sc->nslots; i++) s->bitmap[i / 64] |= (uint64_t)1 << (i % 64);
@@ -372,7 +375,7 @@ void *arena_alloc_large(arena_t *a, size_t size, size_t align, bool zero) {
   span_t *s = heap_alloc(a, np, align);
   if (s != NULL) {
     s->kind = SPAN_LARGE;
-    s->free_fast = 0;
+    atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
     s->usize = np * PAGE;
     atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
     pagemap_set((void *)s->start, s);

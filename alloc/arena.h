@@ -50,8 +50,9 @@ void arena_free_large(span_t *s);
 /* Shrinks or grows a large span in place; true on success. */
 bool arena_resize_large(span_t *s, size_t size);
 
-/* Purge dirty pages now: all of them (all=true) or those past decay. */
-void arena_purge(arena_t *a, bool all);
+/* Purges dirty pages now: all of them (all=true) or those past decay.
+ * Returns the number of pages purged. */
+size_t arena_purge(arena_t *a, bool all);
 
 typedef struct arena_stats_s {
   size_t allocated, active, dirty, mapped;

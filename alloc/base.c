@@ -3,15 +3,16 @@
  *
  * It sits beside the user heap, never inside it, so metadata is never
  * profiled, never recursed into, and a user overrun cannot reach it by
- * walking off the end of a block. Blocks up to BASE_MAX come from 64 KiB
- * pieces carved by a bump pointer, with one free list per 16-byte size;
- * bigger blocks are mapped directly. */
+ * walking off the end of a block. Blocks up to BASE_MAX come from 256 KiB
+ * pieces carved by a bump pointer, with one free list per 16-byte size, so
+ * freed blocks come back warm (a fresh page costs a fault); bigger blocks
+ * are mapped directly. */
 #include "internal.h"
 
 #include <string.h>
 
 #define BASE_CHUNK ((size_t)256 << 10)
-#define BASE_MAX ((size_t)16 << 10)
+#define BASE_MAX ((size_t)64 << 10) /* thread caches (~30 KiB) stay recycled */
 #define BASE_NLISTS (BASE_MAX / 16)
 
 typedef struct base_free_s {

@@ -52,7 +52,9 @@ static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero,
 static NALLOC_ALWAYS_INLINE void entry_free(void *p) {
   if (unlikely(p == NULL)) return;
   span_t *s = pagemap_get(p);
-  if (likely(s != NULL && s->free_fast && span_slot_ok(s, p))) {
+  if (likely(s != NULL &&
+             atomic_load_explicit(&s->free_fast, memory_order_relaxed) &&
+             span_slot_ok(s, p))) {
     tbin_t *b = &tsd_get()->tcache->bins[s->cls];
     void **top = b->slots + b->count;
     if (likely(b->count < b->max && top[-1] != p)) {

@@ -114,7 +114,8 @@ static void prof_slot_record(void *p, void *tctx, size_t size) {
       if (fresh == NULL) return; /* no metadata memory: leave unrecorded */
       if (atomic_compare_exchange_strong(&s->prof, &ps, fresh)) ps = fresh;
       else base_free(fresh, bytes);
-      s->free_fast = 0; /* frees in this span now check for samples */
+      /* frees in this span now look for samples */
+      atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
     }
     ps[sc_slot_of(s->cls, (uintptr_t)p - s->start)] = (prof_slot_t){tctx, size};
   }
@@ -326,15 +327,12 @@ int entry_trim(size_t pad) {
   (void)pad;
   tsd_t *tsd = tsd_get();
   if (tsd->state == TSD_NOMINAL) tcache_flush_all(tsd->tcache);
-  uint64_t before = 0, after = 0;
+  size_t purged = 0;
   for (unsigned i = 0; i < ARENAS_MAX; i++) {
     arena_t *a = atomic_load_explicit(&arenas[i], memory_order_acquire);
-    if (a == NULL) continue;
-    before += a->npurged;
-    arena_purge(a, true);
-    after += a->npurged;
+    if (a != NULL) purged += arena_purge(a, true);
   }
-  return after > before;
+  return purged > 0;
 }
 
 /* ---- fork -------------------------------------------------------------------

@@ -24,7 +24,7 @@ typedef struct span_s {
   uint8_t cls;    /* SPAN_SMALL */
   uint8_t dirty;  /* SPAN_FREE: pages may still be resident */
   uint8_t zeroed; /* the pages read as zero (fresh or purged) */
-  uint8_t free_fast; /* small and nothing in it sampled: free may use the
+  _Atomic uint8_t free_fast; /* small and nothing in it sampled: free may use the
                         thread cache without looking further */
   uint16_t arena;
   uint32_t nfree;  /* SPAN_SMALL: free slots (slots in thread caches are not free) */

@@ -1,0 +1,176 @@
+/* prof.c -- the profiler's entry points for the allocator (prof_hook.h):
+ * boot, the sampling countdown, prepare/commit/free of a sampled object,
+ * thread exit and fork.
+ *
+ * The fast path costs nothing here: alloc/ counts requested bytes down in
+ * tsd->prof_countdown and calls in only when it goes negative. With
+ * opt.prof off the countdown is never armed, so none of this runs. */
+#include "prof_internal.h"
+
+/* ---- options and run-time switches ------------------------------------ */
+bool opt_prof = false;
+bool opt_prof_active = true;
+bool opt_prof_thread_active_init = true;
+unsigned opt_lg_prof_sample = 19;
+ssize_t opt_lg_prof_interval = -1;
+bool opt_prof_gdump = false;
+bool opt_prof_final = false;
+bool opt_prof_leak = false;
+char opt_prof_prefix[PROF_PREFIX_MAX] = "nalloc";
+unsigned opt_prof_unwind = PROF_UNWIND_LIBUNWIND;
+unsigned opt_prof_depth = 128;
+unsigned opt_prof_format = PROF_FORMAT_GPERFTOOLS;
+int opt_prof_signal = 0;
+
+_Atomic bool prof_active;
+_Atomic bool prof_thread_active_init;
+_Atomic bool prof_gdump_on;
+_Atomic unsigned prof_lg_sample;
+
+void prof_boot(void) {
+  if (!opt_prof) return;
+  if (opt_lg_prof_sample > PROF_LG_MAX) opt_lg_prof_sample = PROF_LG_MAX;
+  if (opt_prof_depth < 1) opt_prof_depth = 1;
+  if (opt_prof_depth > PROF_DEPTH_MAX) opt_prof_depth = PROF_DEPTH_MAX;
+  atomic_store(&prof_lg_sample, opt_lg_prof_sample);
+  atomic_store(&prof_active, opt_prof_active);
+  atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
+  atomic_store(&prof_gdump_on, opt_prof_gdump);
+}
+
+void prof_boot_late(void) {
+  if (!opt_prof) return;
+  prof_bt_prime();
+  prof_triggers_boot_late();
+}
+
+/* ---- sampling ----------------------------------------------------------- */
+
+int64_t prof_next_wait(tsd_t *tsd) {
+  prof_tdata_t *td = tsd->prof_tdata;
+  /* Exact mode without interval dumps: every allocation is sampled and
+   * there are no bytes to account, so there is nothing to draw. */
+  if (likely(td != NULL) && td->lg == 0 && opt_lg_prof_interval < 0 &&
+      !atomic_load_explicit(&td->expired, memory_order_relaxed))
+    return -1;
+  td = prof_tdata_get(tsd, tsd->reentrant == 0);
+  if (unlikely(td == NULL)) {
+    /* No tdata yet (TSD not nominal, or out of metadata memory): an
+     * unbiased wait from a shared seed is good enough for this once. */
+    static _Atomic uint64_t seed = 0x5eed;
+    uint64_t s = atomic_fetch_add(&seed, 0x9e3779b97f4a7c15ull);
+    return prof_draw_wait(&s, atomic_load_explicit(&prof_lg_sample,
+                                                   memory_order_relaxed));
+  }
+  /* Bytes consumed since the countdown was set: the interval trigger's
+   * byte count (exact in exact mode, within one request otherwise). */
+  if (opt_lg_prof_interval >= 0) {
+    int64_t used = td->last_wait - tsd->prof_countdown;
+    if (used > 0) prof_interval_account(tsd, td, (uint64_t)used);
+  }
+  int64_t w = prof_draw_wait(&td->prng, td->lg);
+  td->last_wait = w;
+  return w;
+}
+
+void *prof_sample_prepare(tsd_t *tsd, size_t size, const void *caller) {
+  (void)size;
+  if (tsd->reentrant != 0 || tsd->state != TSD_NOMINAL) return NULL;
+  if (!atomic_load_explicit(&prof_active, memory_order_relaxed)) return NULL;
+  prof_tdata_t *td = prof_tdata_get(tsd, true);
+  if (td == NULL || !td->active) return NULL;
+  void *pcs[PROF_DEPTH_MAX];
+  tsd->reentrant++;
+  unsigned n = prof_bt_capture(td, caller, pcs, opt_prof_depth);
+  prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
+  tsd->reentrant--;
+  return t;
+}
+
+/* Owner-only counter update: relaxed load + store, no locked instruction
+ * (the dump reads these with relaxed loads; see prof_tctx_read). */
+#define OWN_ADD(a, d)                                                  \
+  atomic_store_explicit(&(a), atomic_load_explicit(&(a),               \
+                                                   memory_order_relaxed) + \
+                                  (d),                                 \
+                        memory_order_relaxed)
+
+void prof_sample_commit(tsd_t *tsd, void *tctx, size_t size) {
+  prof_tctx_t *t = tctx;
+  OWN_ADD(t->own[C_OBJS], 1);
+  OWN_ADD(t->own[C_BYTES], size);
+  OWN_ADD(t->accum[C_OBJS], 1);
+  OWN_ADD(t->accum[C_BYTES], size);
+  int64_t est = (int64_t)size;
+  if (t->lg != 0) {
+    uint64_t uo, ub;
+    prof_unbias_one(size, t->lg, &uo, &ub);
+    OWN_ADD(t->own[C_UOBJS], uo);
+    OWN_ADD(t->own[C_UBYTES], ub);
+    OWN_ADD(t->accum[C_UOBJS], uo);
+    OWN_ADD(t->accum[C_UBYTES], ub);
+    est = (int64_t)ub;
+  }
+  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
+    prof_gdump_account(tsd, est);
+  if (unlikely(atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed)))
+    prof_triggers_run_pending(tsd);
+}
+
+void prof_sample_free(void *tctx, size_t size) {
+  prof_tctx_t *t = tctx;
+  tsd_t *tsd = tsd_get();
+  uint64_t uo = 0, ub = 0;
+  if (t->lg != 0) prof_unbias_one(size, t->lg, &uo, &ub);
+  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
+    prof_gdump_account(tsd, -(int64_t)(t->lg != 0 ? ub : size));
+  if (t->tdata == tsd->prof_tdata) {
+    OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
+    OWN_ADD(t->own[C_UOBJS], -uo);
+    OWN_ADD(t->own[C_UBYTES], -ub);
+    OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
+    return;
+  }
+  /* Another thread's object (or a thread that exited, or a tdata replaced
+   * by prof.reset). The object count goes last: once a dump sees a dead
+   * tdata at zero objects it may free it, and this must be our last touch. */
+  atomic_fetch_add_explicit(&t->remote[C_BYTES], size, memory_order_release);
+  if (t->lg != 0) {
+    atomic_fetch_add_explicit(&t->remote[C_UOBJS], uo, memory_order_release);
+    atomic_fetch_add_explicit(&t->remote[C_UBYTES], ub, memory_order_release);
+  }
+  atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
+}
+
+void prof_thread_exit(tsd_t *tsd) {
+  if (!opt_prof) return;
+  prof_tdata_detach(tsd);
+}
+
+/* ---- fork --------------------------------------------------------------- */
+
+void prof_prefork(void) {
+  if (!opt_prof) return;
+  nlock_prefork(&prof_dump_lock);
+  nlock_prefork(&prof_tdatas_lock);
+  nlock_prefork(&prof_gctx_lock);
+  prof_bt_prefork();
+}
+
+void prof_postfork_parent(void) {
+  if (!opt_prof) return;
+  prof_bt_postfork_parent();
+  nlock_postfork_parent(&prof_gctx_lock);
+  nlock_postfork_parent(&prof_tdatas_lock);
+  nlock_postfork_parent(&prof_dump_lock);
+}
+
+void prof_postfork_child(void) {
+  if (!opt_prof) return;
+  prof_bt_postfork_child();
+  nlock_postfork_child(&prof_gctx_lock);
+  nlock_postfork_child(&prof_tdatas_lock);
+  nlock_postfork_child(&prof_dump_lock);
+  prof_data_postfork_child(tsd_get());
+  prof_triggers_postfork_child();
+}

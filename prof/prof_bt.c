@@ -1,0 +1,236 @@
+/* prof_bt.c -- backtraces of sampled allocations.
+ *
+ * Two unwinders (opt.prof_unwind):
+ *   libunwind  unw_backtrace(): reads DWARF CFI, so it is right through
+ *              system libraries built without frame pointers (default).
+ *   fp         walks the rbp chain: ~10x cheaper, but a library without
+ *              frame pointers cuts or skips frames. Every frame pointer is
+ *              checked before it is read (aligned, strictly increasing,
+ *              inside the thread's stack mapping), so a garbage rbp ends
+ *              the walk instead of faulting.
+ * Both return frames leaf first, with frame 0 = `caller` (the return
+ * address into the function that called malloc/new/...): everything above
+ * it is nalloc itself and is dropped here, because google-pprof and Go's
+ * pprof do not reliably strip allocator frames (reference §1.4).
+ *
+ * The thread's stack bounds come from /proc/self/maps (read with
+ * open/read into a stack buffer) the first time a thread walks, and again
+ * only if the walk starts outside them (sigaltstack, coroutines):
+ * pthread_getattr_np cannot be used because it calls malloc. */
+#include "prof_internal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+static bool hexval(char c, unsigned *v) {
+  if (c >= '0' && c <= '9') *v = (unsigned)(c - '0');
+  else if (c >= 'a' && c <= 'f') *v = (unsigned)(c - 'a' + 10);
+  else return false;
+  return true;
+}
+
+/* Calls fn(start, end, perms, arg) for each line of /proc/self/maps until
+ * it returns true. Reads with open/read into a stack buffer: no malloc. */
+typedef bool (*maps_fn)(uintptr_t s, uintptr_t e, const char *perms, void *arg);
+static void maps_scan(maps_fn fn, void *arg) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  size_t have = 0;
+  bool done = false, eof = false;
+  while (!done && !(eof && have == 0)) {
+    if (!eof && have < sizeof buf) {
+      ssize_t r = read(fd, buf + have, sizeof buf - have);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) eof = true;
+      else have += (size_t)r;
+    }
+    size_t nl = 0;
+    while (nl < have && buf[nl] != '\n') nl++;
+    if (nl == have && !eof && have < sizeof buf) continue;
+    /* "start-end perms ..." at buf[0..nl) */
+    uintptr_t s = 0, e = 0;
+    size_t i = 0;
+    unsigned v;
+    while (i < nl && hexval(buf[i], &v)) s = s * 16 + v, i++;
+    if (i < nl && buf[i] == '-') {
+      i++;
+      while (i < nl && hexval(buf[i], &v)) e = e * 16 + v, i++;
+      if (i + 5 <= nl && buf[i] == ' ') done = fn(s, e, buf + i + 1, arg);
+    }
+    size_t drop = nl < have ? nl + 1 : have;
+    have -= drop;
+    for (size_t k = 0; k < have; k++) buf[k] = buf[drop + k];
+  }
+  close(fd);
+}
+
+typedef struct {
+  uintptr_t addr, lo, hi;
+  bool found;
+} bounds_arg_t;
+static bool bounds_cb(uintptr_t s, uintptr_t e, const char *perms, void *arg) {
+  (void)perms;
+  bounds_arg_t *b = arg;
+  if (b->addr >= s && b->addr < e) {
+    b->lo = s, b->hi = e, b->found = true;
+    return true;
+  }
+  return false;
+}
+
+/* Finds the mapping that contains `addr` (the thread's stack). */
+static bool stack_bounds(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
+  bounds_arg_t b = {addr, 0, 0, false};
+  maps_scan(bounds_cb, &b);
+  *lo = b.lo;
+  *hi = b.hi;
+  return b.found;
+}
+
+/* Executable mappings, for checking that what the fp walker reads as a
+ * return address points into code. Code built without frame pointers uses
+ * rbp as a general register; when it happens to hold a stack address, the
+ * "frame" above it is junk (a heap pointer, a counter) and every sample
+ * would get a new stack. The table is rebuilt at most once a second, when
+ * an address is not found (a library dlopen'ed since); readers race with
+ * the rebuild only to the extent of a wrong yes/no, never a bad access. */
+#define EXEC_MAX 1024
+static _Atomic uintptr_t exec_lo[EXEC_MAX], exec_hi[EXEC_MAX];
+static _Atomic int exec_n;
+static _Atomic uint64_t exec_when;
+static nlock_t exec_lock = NLOCK_INITIALIZER;
+
+typedef struct {
+  int n;
+} exec_arg_t;
+static bool exec_cb(uintptr_t s, uintptr_t e, const char *perms, void *arg) {
+  exec_arg_t *x = arg;
+  if (perms[2] != 'x') return false;
+  if (x->n > 0 && atomic_load_explicit(&exec_hi[x->n - 1],
+                                       memory_order_relaxed) == s) {
+    atomic_store_explicit(&exec_hi[x->n - 1], e, memory_order_relaxed);
+    return false;
+  }
+  atomic_store_explicit(&exec_lo[x->n], s, memory_order_relaxed);
+  atomic_store_explicit(&exec_hi[x->n], e, memory_order_relaxed);
+  return ++x->n == EXEC_MAX;
+}
+
+static void exec_refresh(void) {
+  if (!nlock_trylock(&exec_lock)) return;
+  exec_arg_t x = {0};
+  maps_scan(exec_cb, &x);
+  atomic_store_explicit(&exec_n, x.n, memory_order_release);
+  atomic_store_explicit(&exec_when, nalloc_now_ns(), memory_order_relaxed);
+  nlock_unlock(&exec_lock);
+}
+
+static bool exec_find(uintptr_t a) {
+  int lo = 0, hi = atomic_load_explicit(&exec_n, memory_order_acquire) - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (a < atomic_load_explicit(&exec_lo[mid], memory_order_relaxed))
+      hi = mid - 1;
+    else if (a >= atomic_load_explicit(&exec_hi[mid], memory_order_relaxed))
+      lo = mid + 1;
+    else
+      return true;
+  }
+  return false;
+}
+
+static bool is_code(uintptr_t a) {
+  if (likely(exec_find(a))) return true;
+  uint64_t now = nalloc_now_ns();
+  if (now - atomic_load_explicit(&exec_when, memory_order_relaxed) <
+      1000000000ull)
+    return false;
+  exec_refresh();
+  return exec_find(a);
+}
+
+void prof_bt_prefork(void) { nlock_prefork(&exec_lock); }
+void prof_bt_postfork_parent(void) { nlock_postfork_parent(&exec_lock); }
+void prof_bt_postfork_child(void) { nlock_postfork_child(&exec_lock); }
+
+/* Only nalloc's own frames sit between here and `caller`, and nalloc is
+ * built with frame pointers, so the first phase finds it within a few
+ * frames; the second phase walks the program's frames. */
+static NALLOC_NOINLINE unsigned bt_fp(prof_tdata_t *td, const void *caller,
+                                      void **out, unsigned max) {
+  uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+  if (fp < td->stk_lo || fp >= td->stk_hi) {
+    if (!stack_bounds(fp, &td->stk_lo, &td->stk_hi)) {
+      td->stk_lo = td->stk_hi = 0;
+      out[0] = (void *)caller;
+      return 1;
+    }
+  }
+  const uintptr_t hi = td->stk_hi;
+  unsigned n = 0;
+  for (unsigned skip = 0;; skip++) {
+    void *ret = ((void **)fp)[1];
+    uintptr_t next = ((uintptr_t *)fp)[0];
+    bool ok = next > fp && next <= hi - 16 && (next & 7) == 0;
+    if (ret == caller) {
+      out[n++] = (void *)caller;
+      if (!ok) return n;
+      fp = next;
+      break;
+    }
+    if (skip == PROF_SKIP_MAX || !ok) {
+      out[0] = (void *)caller; /* lost our way inside nalloc */
+      return 1;
+    }
+    fp = next;
+  }
+  /* fp is now the frame of malloc's caller (if it keeps one), checked. */
+  while (n < max) {
+    void *ret = ((void **)fp)[1];
+    uintptr_t *seen = &td->code_seen[((uintptr_t)ret >> 4) & 63];
+    if (*seen != (uintptr_t)ret) { /* most stacks repeat: skip the search */
+      if (ret == NULL || !is_code((uintptr_t)ret)) break;
+      *seen = (uintptr_t)ret;
+    }
+    out[n++] = ret;
+    uintptr_t next = ((uintptr_t *)fp)[0];
+    if (next <= fp || next > hi - 16 || (next & 7)) break;
+    fp = next;
+  }
+  return n;
+}
+
+static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
+                                       unsigned max) {
+  void *buf[PROF_DEPTH_MAX + PROF_SKIP_MAX];
+  int got = unw_backtrace(buf, (int)(max + PROF_SKIP_MAX));
+  int i = 0;
+  while (i < got && i < PROF_SKIP_MAX && buf[i] != caller) i++;
+  if (i >= got || buf[i] != caller) {
+    out[0] = (void *)caller;
+    return 1;
+  }
+  unsigned n = 0;
+  for (; i < got && n < max; i++) out[n++] = buf[i];
+  return n;
+}
+
+unsigned prof_bt_capture(prof_tdata_t *td, const void *caller, void **out,
+                         unsigned max) {
+  if (opt_prof_unwind == PROF_UNWIND_FP) return bt_fp(td, caller, out, max);
+  return bt_unw(caller, out, max);
+}
+
+/* libunwind sets up its caches (and may allocate) on first use; doing it
+ * once at start-up keeps that out of the first sampled malloc. */
+void prof_bt_prime(void) {
+  void *buf[8];
+  exec_refresh();
+  tsd_t *tsd = tsd_get();
+  tsd->reentrant++;
+  (void)unw_backtrace(buf, 8);
+  tsd->reentrant--;
+}

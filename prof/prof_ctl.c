@@ -1,0 +1,197 @@
+/* prof_ctl.c -- the profiler's NALLOC_CONF keys and nalloc_ctl names.
+ * The conf parser and the ctl dispatcher live in alloc/; they read these
+ * tables (opt.<key> is generated from each conf row). Names and meanings
+ * follow jemalloc's where jemalloc has them. With opt.prof off every
+ * prof.* / thread.prof.* name answers ENOENT, as jemalloc's do. */
+#include "prof_internal.h"
+
+#include <string.h>
+
+static const char *const unwind_choices[] = {"libunwind", "fp", NULL};
+static const char *const format_choices[] = {"gperftools", "jemalloc", NULL};
+
+const conf_entry_t prof_conf_entries[] = {
+    {"prof", CONF_BOOL, &opt_prof, 0, 0, NULL, 0,
+     "heap profiling on (needed by every other prof key)"},
+    {"prof_active", CONF_BOOL, &opt_prof_active, 0, 0, NULL, 0,
+     "sample from the start (else wait for prof.active=true)"},
+    {"prof_thread_active_init", CONF_BOOL, &opt_prof_thread_active_init, 0, 0,
+     NULL, 0, "initial thread.prof.active of new threads"},
+    {"lg_prof_sample", CONF_UNSIGNED, &opt_lg_prof_sample, 0, PROF_LG_MAX, NULL,
+     0, "mean bytes between samples = 2^N; 0 records every allocation"},
+    {"lg_prof_interval", CONF_SSIZE, &opt_lg_prof_interval, -1, PROF_LG_MAX,
+     NULL, 0, "dump every ~2^N bytes allocated (.i files); -1 off"},
+    {"prof_gdump", CONF_BOOL, &opt_prof_gdump, 0, 0, NULL, 0,
+     "dump on each new peak of the live heap (.u files)"},
+    {"prof_final", CONF_BOOL, &opt_prof_final, 0, 0, NULL, 0,
+     "dump at exit (.f file)"},
+    {"prof_leak", CONF_BOOL, &opt_prof_leak, 0, 0, NULL, 0,
+     "print a summary of live memory at exit and write the final profile"},
+    {"prof_prefix", CONF_STR, opt_prof_prefix, 0, 0, NULL, PROF_PREFIX_MAX,
+     "file name prefix of automatic dumps; empty turns them off"},
+    {"prof_unwind", CONF_ENUM, &opt_prof_unwind, 0, 0, unwind_choices, 0,
+     "backtraces: libunwind (DWARF) or fp (frame pointers, fast)"},
+    {"prof_depth", CONF_UNSIGNED, &opt_prof_depth, 1, PROF_DEPTH_MAX, NULL, 0,
+     "maximum frames per backtrace"},
+    {"prof_format", CONF_ENUM, &opt_prof_format, 0, 0, format_choices, 0,
+     "gperftools (all readers) or jemalloc (jeprof, per-thread)"},
+    {"prof_signal", CONF_SIGNAL, &opt_prof_signal, 0, 0, NULL, 0,
+     "dump when this signal arrives (.s files); 0 off"},
+};
+const size_t prof_conf_nentries =
+    sizeof prof_conf_entries / sizeof prof_conf_entries[0];
+
+/* ---- handlers ----------------------------------------------------------- */
+
+#define NEED_PROF()           \
+  do {                        \
+    (void)idx;                \
+    if (!opt_prof) return ENOENT; \
+  } while (0)
+
+#define WRITEONLY()                              \
+  do {                                           \
+    if (oldp != NULL || oldlenp != NULL) return EPERM; \
+  } while (0)
+
+/* Read-old-then-write-new on a bool, with mallctl's size checks done
+ * before anything changes. */
+static int rw_bool(_Atomic bool *v, void *oldp, size_t *oldlenp, void *newp,
+                   size_t newlen) {
+  bool old = atomic_load(v), nv = false;
+  if (newp != NULL) {
+    int e = ctl_in(newp, newlen, &nv, sizeof nv);
+    if (e) return e;
+  } else if (newlen != 0) {
+    return EINVAL;
+  }
+  int e = ctl_out(oldp, oldlenp, &old, sizeof old);
+  if (e) return e;
+  if (newp != NULL) atomic_store(v, nv);
+  return 0;
+}
+
+static int ctl_prof_dump(const size_t *idx, void *oldp, size_t *oldlenp,
+                         void *newp, size_t newlen) {
+  NEED_PROF();
+  WRITEONLY();
+  const char *path = NULL;
+  if (newp != NULL) {
+    int e = ctl_in(newp, newlen, &path, sizeof path);
+    if (e) return e;
+  } else if (newlen != 0) {
+    return EINVAL;
+  }
+  return prof_dump_request(path);
+}
+
+static int ctl_prof_active(const size_t *idx, void *oldp, size_t *oldlenp,
+                           void *newp, size_t newlen) {
+  NEED_PROF();
+  return rw_bool(&prof_active, oldp, oldlenp, newp, newlen);
+}
+
+static int ctl_prof_gdump(const size_t *idx, void *oldp, size_t *oldlenp,
+                          void *newp, size_t newlen) {
+  NEED_PROF();
+  return rw_bool(&prof_gdump_on, oldp, oldlenp, newp, newlen);
+}
+
+static int ctl_prof_thread_active_init(const size_t *idx, void *oldp,
+                                       size_t *oldlenp, void *newp,
+                                       size_t newlen) {
+  NEED_PROF();
+  return rw_bool(&prof_thread_active_init, oldp, oldlenp, newp, newlen);
+}
+
+static int ctl_thread_prof_active(const size_t *idx, void *oldp,
+                                  size_t *oldlenp, void *newp, size_t newlen) {
+  NEED_PROF();
+  prof_tdata_t *td = prof_tdata_get(tsd_get(), true);
+  if (td == NULL) return EAGAIN;
+  bool old = td->active, nv = false;
+  if (newp != NULL) {
+    int e = ctl_in(newp, newlen, &nv, sizeof nv);
+    if (e) return e;
+  } else if (newlen != 0) {
+    return EINVAL;
+  }
+  int e = ctl_out(oldp, oldlenp, &old, sizeof old);
+  if (e) return e;
+  if (newp != NULL) td->active = nv;
+  return 0;
+}
+
+static int ctl_thread_prof_name(const size_t *idx, void *oldp,
+                                size_t *oldlenp, void *newp, size_t newlen) {
+  NEED_PROF();
+  prof_tdata_t *td = prof_tdata_get(tsd_get(), true);
+  if (td == NULL) return EAGAIN;
+  const char *nv = NULL;
+  if (newp != NULL) {
+    int e = ctl_in(newp, newlen, &nv, sizeof nv);
+    if (e) return e;
+    if (nv == NULL) return EINVAL;
+    size_t n = 0;
+    for (; nv[n]; n++) /* printable, one token: it ends a dump line */
+      if (n + 1 >= PROF_NAME_MAX || nv[n] < 0x20 || nv[n] > 0x7e) return EINVAL;
+  } else if (newlen != 0) {
+    return EINVAL;
+  }
+  const char *old = td->name;
+  int e = ctl_out(oldp, oldlenp, &old, sizeof old);
+  if (e) return e;
+  if (nv != NULL) {
+    nlock_lock(&prof_tdatas_lock);
+    size_t n = strlen(nv);
+    memcpy(td->name, nv, n + 1);
+    nlock_unlock(&prof_tdatas_lock);
+  }
+  return 0;
+}
+
+static int ctl_prof_reset(const size_t *idx, void *oldp, size_t *oldlenp,
+                          void *newp, size_t newlen) {
+  NEED_PROF();
+  WRITEONLY();
+  size_t lg = atomic_load(&prof_lg_sample);
+  if (newp != NULL) {
+    int e = ctl_in(newp, newlen, &lg, sizeof lg);
+    if (e) return e;
+    if (lg > PROF_LG_MAX) return EINVAL;
+  } else if (newlen != 0) {
+    return EINVAL;
+  }
+  prof_reset((unsigned)lg);
+  return 0;
+}
+
+static int ctl_prof_lg_sample(const size_t *idx, void *oldp, size_t *oldlenp,
+                              void *newp, size_t newlen) {
+  NEED_PROF();
+  CTL_READONLY();
+  size_t lg = atomic_load(&prof_lg_sample);
+  return ctl_out(oldp, oldlenp, &lg, sizeof lg);
+}
+
+static int ctl_prof_interval(const size_t *idx, void *oldp, size_t *oldlenp,
+                             void *newp, size_t newlen) {
+  NEED_PROF();
+  CTL_READONLY();
+  uint64_t v = opt_lg_prof_interval < 0 ? 0 : (uint64_t)1 << opt_lg_prof_interval;
+  return ctl_out(oldp, oldlenp, &v, sizeof v);
+}
+
+const ctl_entry_t prof_ctl_entries[] = {
+    {"prof.dump", ctl_prof_dump},
+    {"prof.active", ctl_prof_active},
+    {"prof.reset", ctl_prof_reset},
+    {"prof.lg_sample", ctl_prof_lg_sample},
+    {"prof.interval", ctl_prof_interval},
+    {"prof.gdump", ctl_prof_gdump},
+    {"prof.thread_active_init", ctl_prof_thread_active_init},
+    {"thread.prof.active", ctl_thread_prof_active},
+    {"thread.prof.name", ctl_thread_prof_name},
+};
+const size_t prof_ctl_nentries =
+    sizeof prof_ctl_entries / sizeof prof_ctl_entries[0];

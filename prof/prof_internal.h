@@ -1,0 +1,166 @@
+/* prof_internal.h -- what the profiler's own files share: options, the
+ * three record types (gctx, tdata, tctx), locks, and the functions each
+ * prof_*.c file offers the others. alloc/ never includes this; it sees only
+ * prof_hook.h.
+ *
+ * Ownership and locking in one place (the "why" behind every file):
+ *   gctx  one per unique backtrace, in a global hash (prof_gctx_lock) and
+ *         on an append-only list that dumps read without a lock. A gctx is
+ *         never freed, so a dump never has to pin it; memory grows with the
+ *         number of distinct stacks, as gperftools' buckets do.
+ *   tdata one per thread (and per thread after each prof.reset), on the
+ *         tdatas list (prof_tdatas_lock). Its bt->tctx hash is private to
+ *         the owning thread: no lock on the sampled path.
+ *   tctx  counters of one backtrace as allocated by one thread. The owner
+ *         thread is the only writer of its `own` counters (plain load+store
+ *         through relaxed atomics: no locked instruction in exact mode);
+ *         frees from other threads add to the separate `remote` counters
+ *         with atomic fetch_add. Live = own - remote. We chose this over
+ *         jemalloc's "tdata lock around every update" because an exact
+ *         profile updates counters on every malloc and free, and an
+ *         uncontended lock pair costs more than the whole counter update.
+ *         A tctx lives as long as its tdata.
+ * Lock order: prof_dump_lock < prof_tdatas_lock < prof_gctx_lock < base.
+ * None of them is taken on the allocation path except on a thread's first
+ * sample (tdata creation) and a thread's first sample of a new stack. */
+#ifndef PROF_INTERNAL_H
+#define PROF_INTERNAL_H
+
+#include "prof_hook.h"
+
+#include <signal.h>
+
+#define PROF_DEPTH_MAX 256   /* cap for opt.prof_depth */
+#define PROF_SKIP_MAX 32     /* nalloc frames we look through for `caller` */
+#define PROF_NAME_MAX 64     /* thread.prof.name, including the NUL */
+#define PROF_PREFIX_MAX 256  /* opt.prof_prefix, including the NUL */
+#define PROF_LG_MAX 62
+#define PROF_FP 10           /* fixed-point bits of the unbiased counts */
+
+enum { PROF_UNWIND_LIBUNWIND = 0, PROF_UNWIND_FP = 1 };
+enum { PROF_FORMAT_GPERFTOOLS = 0, PROF_FORMAT_JEMALLOC = 1 };
+
+/* ---- options (NALLOC_CONF; rows in prof_ctl.c) --------------------------- */
+extern bool opt_prof_active;
+extern bool opt_prof_thread_active_init;
+extern unsigned opt_lg_prof_sample;
+extern ssize_t opt_lg_prof_interval;
+extern bool opt_prof_gdump;
+extern bool opt_prof_final;
+extern bool opt_prof_leak;
+extern char opt_prof_prefix[PROF_PREFIX_MAX];
+extern unsigned opt_prof_unwind;
+extern unsigned opt_prof_depth;
+extern unsigned opt_prof_format;
+extern int opt_prof_signal;
+
+/* ---- run-time switches (ctl) ------------------------------------------- */
+extern _Atomic bool prof_active;
+extern _Atomic bool prof_thread_active_init;
+extern _Atomic bool prof_gdump_on;
+extern _Atomic unsigned prof_lg_sample; /* changed only by prof.reset */
+
+/* ---- records ------------------------------------------------------------ */
+/* One counter set: objects, requested bytes, and the unbiased estimates of
+ * both (objects in 1/2^PROF_FP units). In exact mode only objs/bytes move. */
+enum { C_OBJS, C_BYTES, C_UOBJS, C_UBYTES, C_N };
+typedef struct prof_cnt_s {
+  uint64_t v[C_N];
+} prof_cnt_t;
+
+typedef struct prof_gctx_s {
+  struct prof_gctx_s *next_all; /* global list, newest first */
+  struct prof_gctx_s *next_hash;
+  uint64_t id;   /* creation order: dumps sort by it */
+  uint64_t hash;
+  /* cumulative counters of destroyed tdatas, so [alloc] totals survive the
+   * threads that made them (zeroed by prof.reset) */
+  _Atomic uint64_t retired[C_N];
+  unsigned nframes;
+  void *pcs[];
+} prof_gctx_t;
+
+struct prof_tdata_s;
+typedef struct prof_tctx_s {
+  struct prof_tdata_s *tdata;
+  prof_gctx_t *gctx;
+  struct prof_tctx_s *next; /* tdata's list, published with release */
+  uint64_t hash;
+  unsigned lg;              /* sample rate its counters were made with */
+  _Atomic uint64_t own[C_N];    /* live, written by the owner only */
+  _Atomic uint64_t accum[C_N];  /* allocated ever, owner only */
+  _Atomic uint64_t remote[C_N]; /* freed by other threads (fetch_add) */
+} prof_tctx_t;
+
+typedef struct prof_tdata_s {
+  struct prof_tdata_s *next, *prev; /* tdatas list (prof_tdatas_lock) */
+  uint64_t uid;                     /* tN in the jemalloc format */
+  unsigned lg;
+  bool active;                      /* thread.prof.active */
+  _Atomic bool detached;            /* thread gone (or replaced) */
+  _Atomic bool expired;             /* prof.reset since creation */
+  bool reclaim;                     /* dump: free after this snapshot */
+  uint64_t prng;
+  int64_t last_wait;                /* countdown we handed out last */
+  uint64_t iacc;                    /* bytes not yet added to the interval */
+  uintptr_t stk_lo, stk_hi;         /* stack mapping, for the fp walker */
+  uintptr_t code_seen[64];          /* fp walker: return addresses known to
+                                       be code (direct-mapped by address) */
+  prof_tctx_t **tab;                /* owner-private bt -> tctx hash */
+  size_t tab_cap, tab_n;
+  _Atomic(prof_tctx_t *) tctxs;     /* every tctx, newest first */
+  _Atomic size_t ntctx;
+  char name[PROF_NAME_MAX];         /* prof_tdatas_lock */
+} prof_tdata_t;
+
+extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
+
+/* ---- prof_math.c -------------------------------------------------------- */
+double prof_ln(double x);
+double prof_exp(double x);
+uint64_t prof_prng_next(uint64_t *state);
+int64_t prof_draw_wait(uint64_t *state, unsigned lg);
+void prof_unbias_one(size_t size, unsigned lg, uint64_t *uobjs,
+                     uint64_t *ubytes);
+void prof_invert(uint64_t uobjs, uint64_t ubytes, unsigned lg, uint64_t *n,
+                 uint64_t *b);
+
+/* ---- prof_bt.c ---------------------------------------------------------- */
+unsigned prof_bt_capture(prof_tdata_t *td, const void *caller, void **out,
+                         unsigned max);
+void prof_bt_prime(void);
+void prof_bt_prefork(void);
+void prof_bt_postfork_parent(void);
+void prof_bt_postfork_child(void);
+
+/* ---- prof_data.c -------------------------------------------------------- */
+prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);
+prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n);
+void prof_tdata_detach(tsd_t *tsd);
+uint64_t prof_tdata_live(prof_tdata_t *td);
+void prof_tdata_destroy_locked(prof_tdata_t *td, bool fold);
+void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc);
+void prof_reset(unsigned lg);
+extern prof_tdata_t *prof_tdatas;          /* prof_tdatas_lock */
+extern _Atomic(prof_gctx_t *) prof_gctx_all;
+extern _Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total;
+void prof_data_postfork_child(tsd_t *tsd);
+
+/* ---- prof_dump.c -------------------------------------------------------- */
+/* Writes a profile to `path`: 0 or an errno value (the open/write error).
+ * With `leak`, first prints the leak summary from the same snapshot. */
+int prof_dump_file(const char *path, bool leak);
+/* Decimal/hex formatting without stdio. Return the length written. */
+size_t prof_fmt_u64(char *buf, uint64_t v);
+size_t prof_fmt_hex(char *buf, uint64_t v);
+
+/* ---- prof_trigger.c ----------------------------------------------------- */
+int prof_dump_request(const char *path); /* prof.dump ctl */
+void prof_triggers_boot_late(void);
+void prof_interval_account(tsd_t *tsd, prof_tdata_t *td, uint64_t bytes);
+void prof_gdump_account(tsd_t *tsd, int64_t delta);
+void prof_triggers_run_pending(tsd_t *tsd);
+extern _Atomic unsigned prof_trigger_pending;
+void prof_triggers_postfork_child(void);
+
+#endif

@@ -1,0 +1,158 @@
+/* prof_math.c -- the numbers behind sampling: the per-thread PRNG, the
+ * geometric (discrete exponential) wait between samples, and the unbiasing
+ * of sampled counters, forward at record time and inverted at dump time.
+ *
+ * libnalloc does not link libm (a program linking -lnalloc must not need
+ * -lm), so ln() and exp() are implemented here. They are only used on the
+ * sampled slow path and in dumps, and are accurate to ~1e-15 relative. */
+#include "prof_internal.h"
+
+#include <string.h>
+
+static const double LN2 = 0.69314718055994530942;
+
+/* ln(x) for x > 0: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), then
+ * ln(m) = 2 atanh(s), s = (m-1)/(m+1), |s| < 0.172, by its odd series. */
+double prof_ln(double x) {
+  if (!(x > 0)) return -1e308;
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  int e = (int)((b >> 52) & 0x7ff);
+  if (e == 0) { /* subnormal: scale up first */
+    return prof_ln(x * 18014398509481984.0 /* 2^54 */) - 54 * LN2;
+  }
+  e -= 1023;
+  b = (b & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52);
+  double m;
+  memcpy(&m, &b, sizeof m);
+  if (m > 1.41421356237309504880) {
+    m *= 0.5;
+    e++;
+  }
+  double s = (m - 1) / (m + 1), s2 = s * s, term = s, sum = 0;
+  for (int k = 1; k < 40; k += 2) {
+    sum += term / k;
+    term *= s2;
+    if (term < 1e-19 && term > -1e-19) break;
+  }
+  return 2 * sum + e * LN2;
+}
+
+/* exp(x): x = k ln2 + r, |r| <= ln2/2, Taylor series for e^r, times 2^k. */
+double prof_exp(double x) {
+  if (x < -708) return 0;
+  if (x > 709) return 1e308;
+  double kd = x / LN2;
+  int k = (int)(kd < 0 ? kd - 0.5 : kd + 0.5);
+  double r = x - k * LN2, term = 1, sum = 1;
+  for (int i = 1; i < 30; i++) {
+    term *= r / i;
+    sum += term;
+    if (term < 1e-18 && term > -1e-18) break;
+  }
+  uint64_t b = (uint64_t)(k + 1023) << 52;
+  double p;
+  memcpy(&p, &b, sizeof p);
+  return sum * p;
+}
+
+/* 1 - exp(-t) without cancellation for small t. */
+static double one_minus_exp_neg(double t) {
+  if (t < 1e-4) return t * (1 - t * (0.5 - t / 6));
+  return 1 - prof_exp(-t);
+}
+
+/* splitmix64: tiny state, good enough statistics for sampling. */
+uint64_t prof_prng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Number of unsampled bytes before the next sampled one, when each byte is
+ * sampled independently with p = 2^-lg (jemalloc's per-byte Bernoulli):
+ * floor(ln(u) / ln(1-p)), u uniform in (0,1]. The allocator subtracts each
+ * request from the countdown and samples when it goes negative, i.e. when
+ * the request covers the sampled byte; so an object of Z bytes is sampled
+ * with probability 1-(1-p)^Z ~ 1-exp(-Z/R), which prof_unbias_one undoes.
+ * lg 0 gives -1, so that every request is sampled, malloc(0) included. */
+int64_t prof_draw_wait(uint64_t *state, unsigned lg) {
+  if (lg == 0) return -1;
+  double u = (double)((prof_prng_next(state) >> 11) + 1) *
+             (1.0 / 9007199254740992.0); /* (0, 1] */
+  double p = 1.0 / (double)((uint64_t)1 << lg);
+  double l1p = p < 1e-4 ? -(p + p * p * (0.5 + p / 3)) : prof_ln(1 - p);
+  double w = prof_ln(u) / l1p;
+  if (w > (double)((uint64_t)1 << 62)) return (int64_t)1 << 62;
+  return (int64_t)w;
+}
+
+/* Unbiased contribution of one sampled object of `size` bytes at rate
+ * R = 2^lg: 1/P objects and size/P bytes, P = 1-exp(-size/R). Free
+ * subtracts exactly the same values (same inputs, same arithmetic). */
+void prof_unbias_one(size_t size, unsigned lg, uint64_t *uobjs,
+                     uint64_t *ubytes) {
+  if (lg == 0 || size == 0) {
+    *uobjs = (uint64_t)1 << PROF_FP;
+    *ubytes = size;
+    return;
+  }
+  double P = one_minus_exp_neg((double)size / (double)((uint64_t)1 << lg));
+  double c = (double)((uint64_t)1 << PROF_FP) / P;
+  double s = (double)size / P;
+  const double cap = 1125899906842624.0; /* 2^50: no overflow in sums */
+  *uobjs = (uint64_t)(c > cap ? cap : c + 0.5);
+  *ubytes = (uint64_t)(s > cap ? cap : s + 0.5);
+}
+
+/* The readers (google-pprof, jeprof, Go pprof) multiply each line's count
+ * and bytes by 1/(1-exp(-(bytes/count)/R)). Given our unbiased estimates
+ * (C objects, S bytes) this picks the integer count n and bytes b to write
+ * so that the reader's correction gives back S exactly (jemalloc's
+ * "pre-bias" idea, with the bytes solved for after rounding the count, so
+ * that a line with few samples is not skewed by that rounding). */
+void prof_invert(uint64_t uobjs, uint64_t ubytes, unsigned lg, uint64_t *n,
+                 uint64_t *b) {
+  double C = (double)uobjs / (double)((uint64_t)1 << PROF_FP);
+  double S = (double)ubytes;
+  double R = (double)((uint64_t)1 << lg);
+  if (ubytes == 0 || uobjs == 0) {
+    /* A count without bytes would make the readers divide by zero. */
+    *n = 0;
+    *b = 0;
+    return;
+  }
+  double x = S / C; /* average size */
+  double y = S * one_minus_exp_neg(x / R);
+  double nd = y / x;
+  uint64_t nn = (uint64_t)(nd + 0.5);
+  if (nn < 1) nn = 1;
+  /* b/(1-exp(-b/(nR))) >= nR for every b, so n must not exceed S/R. */
+  if ((double)nn * R > S) {
+    nn = (uint64_t)(S / R);
+    if (nn < 1) {
+      *n = 1;
+      *b = ubytes;
+      return;
+    }
+  }
+  double nR = (double)nn * R, lo = 0, hi = S;
+  for (int i = 0; i < 80; i++) {
+    double mid = 0.5 * (lo + hi);
+    double f = mid / one_minus_exp_neg(mid / nR);
+    if (f > S)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  /* Of the two integers around the solution, keep the one whose
+   * reader-side value lands closer to S. */
+  double bs = 0.5 * (lo + hi);
+  uint64_t b0 = (uint64_t)bs, b1 = b0 + 1;
+  if (b0 == 0) b0 = 1;
+  double e0 = (double)b0 / one_minus_exp_neg((double)b0 / nR) - S;
+  double e1 = (double)b1 / one_minus_exp_neg((double)b1 / nR) - S;
+  *n = nn;
+  *b = (e0 < 0 ? -e0 : e0) <= (e1 < 0 ? -e1 : e1) ? b0 : b1;
+}
