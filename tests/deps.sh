@@ -12,6 +12,8 @@ PKGS=(
   golang-go                            # go tool pprof (profile reader tests)
   python3 sqlite3 xz-utils zstd        # real programs run under LD_PRELOAD
   heaptrack gnuplot-nox time           # bench: profiler peers, charts, peak RSS
+  chromium                             # flamegraph SVG opened in a real browser (tests)
+  binutils gzip perl                   # nalloc-prof tests: strip, objcopy, grep -P
 )
 missing=()
 for p in "${PKGS[@]}"; do
