@@ -31,6 +31,6 @@ run() { # name, cmake args..., then -- ctest args...
 run release -DNALLOC_BUILD_BENCH=ON -DNALLOC_BUILD_TOOLS=ON --
 if [ "${1:-}" != "--quick" ]; then
   run ubsan -DNALLOC_SANITIZE=undefined -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -LE "bench|slow"
-  run tsan -DNALLOC_SANITIZE=thread -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L threaded
+  run tsan -DNALLOC_SANITIZE=thread -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L threads
 fi
 exit $status

@@ -1,0 +1,260 @@
+/* check.h -- tiny test helpers shared by the tests in tests/alloc/.
+ *
+ * CHECK(cond) / CHECKF(cond, fmt, ...) print file:line and exit(1) from any
+ * thread (via _exit, so a failing check in a thread or a forked child never
+ * runs atexit handlers that could deadlock).
+ *
+ * A_* macros name the allocator under test: the plain glibc names when the
+ * test is linked against libnalloc (the override library), the nalloc_
+ * names when it is built with NALLOC_TEST_PREFIXED (libnalloc_np, used by
+ * the sanitizer builds). Tests that only use A_* work in both modes. */
+#ifndef NALLOC_TESTS_CHECK_H
+#define NALLOC_TESTS_CHECK_H
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nalloc.h>
+
+#ifdef __cplusplus
+#define CHECK_UNUSED [[maybe_unused]]
+#else
+#define CHECK_UNUSED __attribute__((unused))
+#endif
+
+#ifdef NALLOC_TEST_PREFIXED
+#define A_MALLOC nalloc_malloc
+#define A_FREE nalloc_free
+#define A_CALLOC nalloc_calloc
+#define A_REALLOC nalloc_realloc
+#define A_REALLOCARRAY nalloc_reallocarray
+#define A_POSIX_MEMALIGN nalloc_posix_memalign
+#define A_ALIGNED_ALLOC nalloc_aligned_alloc
+#define A_MEMALIGN nalloc_memalign
+#define A_VALLOC nalloc_valloc
+#define A_PVALLOC nalloc_pvalloc
+#define A_USABLE nalloc_malloc_usable_size
+#define A_FREE_SIZED nalloc_free_sized
+#define A_MALLOC_TRIM nalloc_malloc_trim
+#define A_MODE "prefixed (libnalloc_np)"
+#else
+#include <malloc.h>
+#define A_MALLOC malloc
+#define A_FREE free
+#define A_CALLOC calloc
+#define A_REALLOC realloc
+#define A_REALLOCARRAY reallocarray
+#define A_POSIX_MEMALIGN posix_memalign
+#define A_ALIGNED_ALLOC aligned_alloc
+#define A_MEMALIGN memalign
+#define A_VALLOC valloc
+#define A_PVALLOC pvalloc
+#define A_USABLE malloc_usable_size
+#define A_FREE_SIZED nalloc_free_sized
+#define A_MALLOC_TRIM malloc_trim
+#define A_MODE "override (libnalloc)"
+#endif
+
+/* Compile-time knowledge of the sanitizer in use (gcc and clang). */
+#if defined(__SANITIZE_THREAD__)
+#define CHECK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHECK_TSAN 1
+#endif
+#endif
+#ifndef CHECK_TSAN
+#define CHECK_TSAN 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CHECK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHECK_ASAN 1
+#endif
+#endif
+#ifndef CHECK_ASAN
+#define CHECK_ASAN 0
+#endif
+
+CHECK_UNUSED static void check_fail(const char *file, int line,
+                                    const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+CHECK_UNUSED static void check_fail(const char *file, int line,
+                                    const char *fmt, ...) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "%s:%d: FAILED: ", file, line);
+  if (n < 0) n = 0;
+  if ((size_t)n > sizeof buf) n = sizeof buf;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (m < 0) m = 0;
+  size_t len = (size_t)n + (size_t)m;
+  if (len > sizeof buf - 2) len = sizeof buf - 2;
+  buf[len++] = '\n';
+  ssize_t w = write(2, buf, len);
+  (void)w;
+  _exit(1);
+}
+
+#define CHECK(cond)                                            \
+  do {                                                         \
+    if (!(cond)) check_fail(__FILE__, __LINE__, "%s", #cond);  \
+  } while (0)
+#define CHECKF(cond, ...)                                      \
+  do {                                                         \
+    if (!(cond)) check_fail(__FILE__, __LINE__, __VA_ARGS__);  \
+  } while (0)
+#define CHECK_EQ_U(a, b)                                                   \
+  do {                                                                     \
+    uintmax_t a_ = (uintmax_t)(a), b_ = (uintmax_t)(b);                    \
+    if (a_ != b_)                                                          \
+      check_fail(__FILE__, __LINE__, "%s == %s (%ju != %ju)", #a, #b, a_, \
+                 b_);                                                      \
+  } while (0)
+#define CHECK_EQ_I(a, b)                                                   \
+  do {                                                                     \
+    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                       \
+    if (a_ != b_)                                                          \
+      check_fail(__FILE__, __LINE__, "%s == %s (%jd != %jd)", #a, #b, a_, \
+                 b_);                                                      \
+  } while (0)
+/* nalloc_ctl call that must succeed */
+#define CHECK_CTL(...)                                                     \
+  do {                                                                     \
+    int r_ = nalloc_ctl(__VA_ARGS__);                                      \
+    if (r_ != 0)                                                           \
+      check_fail(__FILE__, __LINE__, "nalloc_ctl(%s) returned %d (%s)",   \
+                 #__VA_ARGS__, r_, strerror(r_));                          \
+  } while (0)
+
+/* ---- deterministic PRNG (splitmix64 seeding + xorshift64*) ---------- */
+typedef struct {
+  uint64_t s;
+} rng_t;
+CHECK_UNUSED static inline void rng_seed(rng_t *r, uint64_t seed) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  r->s = z ? z : 1;
+}
+CHECK_UNUSED static inline uint64_t rng_next(rng_t *r) {
+  uint64_t x = r->s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  r->s = x;
+  return x * 0x2545f4914f6cdd1dULL;
+}
+/* uniform in [lo, hi] */
+CHECK_UNUSED static inline uint64_t rng_range(rng_t *r, uint64_t lo,
+                                              uint64_t hi) {
+  return lo + rng_next(r) % (hi - lo + 1);
+}
+
+/* ---- content patterns ------------------------------------------------
+ * fill_pattern writes a byte pattern that depends on tag and offset;
+ * check_pattern returns the first bad offset or (size_t)-1. */
+CHECK_UNUSED static inline unsigned char pat_byte(uint64_t tag, size_t i) {
+  return (unsigned char)((tag * 0x9e3779b97f4a7c15ULL >> 56) + i * 131 +
+                         (i >> 8));
+}
+CHECK_UNUSED static void fill_pattern(void *p, size_t n, uint64_t tag) {
+  unsigned char *c = (unsigned char *)p;
+  for (size_t i = 0; i < n; i++) c[i] = pat_byte(tag, i);
+}
+CHECK_UNUSED static size_t check_pattern(const void *p, size_t n,
+                                         uint64_t tag) {
+  const unsigned char *c = (const unsigned char *)p;
+  for (size_t i = 0; i < n; i++)
+    if (c[i] != pat_byte(tag, i)) return i;
+  return (size_t)-1;
+}
+/* Faster for big blocks: a memset byte derived from tag, with the first
+ * (up to) 8 bytes replaced by the tag's bytes. Any prefix of a filled
+ * block checks as a filled block of that length (for realloc). */
+CHECK_UNUSED static void fill_fast(void *p, size_t n, uint64_t tag) {
+  unsigned char b = (unsigned char)(tag * 0x9e3779b97f4a7c15ULL >> 56);
+  memset(p, b, n);
+  memcpy(p, &tag, n < 8 ? n : 8);
+}
+CHECK_UNUSED static int check_fast(const void *p, size_t n, uint64_t tag) {
+  unsigned char b = (unsigned char)(tag * 0x9e3779b97f4a7c15ULL >> 56);
+  const unsigned char *c = (const unsigned char *)p;
+  size_t i = n < 8 ? n : 8;
+  if (memcmp(p, &tag, i) != 0) return 0;
+  uint64_t w;
+  memset(&w, b, 8);
+  for (; i < n && (i & 7); i++)
+    if (c[i] != b) return 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, c + i, 8);
+    if (v != w) return 0;
+  }
+  for (; i < n; i++)
+    if (c[i] != b) return 0;
+  return 1;
+}
+
+/* ---- nalloc_ctl helpers ------------------------------------------------ */
+CHECK_UNUSED static void ctl_refresh(void) {
+  uint64_t e = 1;
+  size_t sz = sizeof e;
+  int r = nalloc_ctl("epoch", &e, &sz, &e, sizeof e);
+  if (r != 0) check_fail(__FILE__, __LINE__, "epoch refresh: %d", r);
+}
+CHECK_UNUSED static size_t ctl_size(const char *name) {
+  size_t v = 0, sz = sizeof v;
+  int r = nalloc_ctl(name, &v, &sz, NULL, 0);
+  if (r != 0)
+    check_fail(__FILE__, __LINE__, "nalloc_ctl(\"%s\") (size_t) -> %d",
+               name, r);
+  return v;
+}
+CHECK_UNUSED static unsigned ctl_unsigned(const char *name) {
+  unsigned v = 0;
+  size_t sz = sizeof v;
+  int r = nalloc_ctl(name, &v, &sz, NULL, 0);
+  if (r != 0)
+    check_fail(__FILE__, __LINE__, "nalloc_ctl(\"%s\") (unsigned) -> %d",
+               name, r);
+  return v;
+}
+/* stats.allocated after an epoch refresh */
+CHECK_UNUSED static size_t stat_allocated(void) {
+  ctl_refresh();
+  return ctl_size("stats.allocated");
+}
+CHECK_UNUSED static void tcache_flush(void) {
+  int r = nalloc_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+  if (r != 0) check_fail(__FILE__, __LINE__, "thread.tcache.flush -> %d", r);
+}
+CHECK_UNUSED static void set_thread_arena(unsigned a) {
+  int r = nalloc_ctl("thread.arena", NULL, NULL, &a, sizeof a);
+  if (r != 0) check_fail(__FILE__, __LINE__, "thread.arena=%u -> %d", a, r);
+}
+CHECK_UNUSED static unsigned get_thread_arena(void) {
+  return ctl_unsigned("thread.arena");
+}
+
+#define MiB ((size_t)1 << 20)
+#define KiB ((size_t)1 << 10)
+
+/* Scale iteration counts down under TSan (10-20x slower). */
+#if CHECK_TSAN
+#define ITERS(n) ((n) / 10 + 1)
+#else
+#define ITERS(n) (n)
+#endif
+
+#endif
