@@ -10,6 +10,8 @@
 #include "conf.h"
 #include "pagemap.h"
 
+#define CALLOC_PURGE_MIN ((size_t)1 << 20)
+
 _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned arenas_count = 1;
 static nlock_t arenas_lock = NLOCK_INITIALIZER;
@@ -129,8 +131,9 @@ static bool heap_grow(arena_t *a, size_t np) {
   }
   numa_bind_range(p, size, a->node);
   a->mapped += size;
-  r->start = (uintptr_t)p;
+  r->start = r->chunk_lo = (uintptr_t)p;
   r->npages = size / PAGE;
+  r->chunk_hi = r->start + size;
   r->zeroed = 1;
   run_insert(a, r);
   return true;
@@ -150,13 +153,15 @@ static span_t *run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np) {
   if (lead_run) {
     *lead_run = (span_t){.start = r->start, .npages = lead, .dirty = r->dirty,
                          .zeroed = r->zeroed, .arena = r->arena,
-                         .dirty_since = r->dirty_since};
+                         .dirty_since = r->dirty_since, .chunk_lo = r->chunk_lo,
+                         .chunk_hi = r->chunk_hi};
     run_insert(a, lead_run);
   }
   if (trail_run) {
     *trail_run = (span_t){.start = start + np * PAGE, .npages = trail,
                           .dirty = r->dirty, .zeroed = r->zeroed,
-                          .arena = r->arena, .dirty_since = r->dirty_since};
+                          .arena = r->arena, .dirty_since = r->dirty_since,
+                          .chunk_lo = r->chunk_lo, .chunk_hi = r->chunk_hi};
     run_insert(a, trail_run);
   }
   r->start = start;
@@ -211,8 +216,8 @@ static void heap_free(arena_t *a, span_t *s) {
   s->zeroed = 0;
   s->dirty_since = now;
   a->npages_dirty += s->npages;
-  span_t *l = pagemap_get((void *)(s->start - PAGE));
-  if (l && l->kind == SPAN_FREE && l->arena == s->arena && span_end(l) == s->start) {
+  span_t *l = s->start > s->chunk_lo ? pagemap_get((void *)(s->start - PAGE)) : NULL;
+  if (l && l->kind == SPAN_FREE && span_end(l) == s->start) {
     run_remove(a, l);
     if (!l->dirty) a->npages_dirty += l->npages;
     pagemap_set((void *)(span_end(l) - PAGE), NULL);
@@ -221,8 +226,8 @@ static void heap_free(arena_t *a, span_t *s) {
     s->npages += l->npages;
     span_delete(a, l);
   }
-  span_t *r = pagemap_get((void *)span_end(s));
-  if (r && r->kind == SPAN_FREE && r->arena == s->arena && r->start == span_end(s)) {
+  span_t *r = span_end(s) < s->chunk_hi ? pagemap_get((void *)span_end(s)) : NULL;
+  if (r && r->kind == SPAN_FREE && r->start == span_end(s)) {
     run_remove(a, r);
     if (!r->dirty) a->npages_dirty += r->npages;
     pagemap_set((void *)(span_end(s) - PAGE), NULL);
@@ -246,22 +251,26 @@ size_t arena_purge(arena_t *a, bool all) {
 
 /* ---- small objects ------------------------------------------------------ */
 
+/* A new small span. Everything the page heap's neighbour checks read is
+ * set while the heap lock is held. */
 static span_t *bin_new_span(arena_t *a, unsigned cls) {
   const sc_info_t *sc = &sc_info[cls];
   nlock_lock(&a->heap_lock);
   span_t *s = heap_alloc(a, sc->npages, 0);
+  if (s != NULL) {
+    s->kind = SPAN_SMALL;
+    s->cls = (uint8_t)cls;
+    s->nfree = sc->nslots;
+    s->slot_size = sc->size;
+    s->div_mul = sc->div_mul;
+    memset(s->bitmap, 0, sizeof s->bitmap);
+    for (unsigned i = 0; i < sc->nslots; i++)
+      s->bitmap[i / 64] |= (uint64_t)1 << (i % 64);
+    atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
+    pagemap_set_range((void *)s->start, s->npages, s);
+    atomic_store_explicit(&s->free_fast, 1, memory_order_relaxed);
+  }
   nlock_unlock(&a->heap_lock);
-  if (s == NULL) return NULL;
-  s->kind = SPAN_SMALL;
-  s->cls = (uint8_t)cls;
-  s->nfree = sc->nslots;
-  s->slot_size = sc->size;
-  atomic_store_explicit(&s->free_fast, 1, memory_order_relaxed);
-  s->div_mul = sc->div_mul;
-  memset(s->bitmap, 0, sizeof s->bitmap);
-  for (unsigned i = 0; i < sc->nslots; i++) s->bitmap[i / 64] |= (uint64_t)1 << (i % 64);
-  atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
-  pagemap_set_range((void *)s->start, s->npages, s);
   return s;
 }
 
@@ -388,7 +397,12 @@ void *arena_alloc_large(arena_t *a, size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  if (zero && !s->zeroed) memset((void *)s->start, 0, size);
+  if (zero && !s->zeroed) {
+    /* A big reused run: dropping its pages zeroes it without touching
+     * (and making resident) the parts the program may never use. */
+    if (size >= CALLOC_PURGE_MIN) os_purge((void *)s->start, np * PAGE);
+    else memset((void *)s->start, 0, size);
+  }
   return (void *)s->start;
 }
 
@@ -413,7 +427,8 @@ bool arena_resize_large(span_t *s, size_t size) {
     if (t != NULL) {
       size_t cut = s->npages - np;
       pagemap_set((void *)(span_end(s) - PAGE), NULL);
-      *t = (span_t){.start = s->start + np * PAGE, .npages = cut, .arena = s->arena};
+      *t = (span_t){.start = s->start + np * PAGE, .npages = cut, .arena = s->arena,
+                    .chunk_lo = s->chunk_lo, .chunk_hi = s->chunk_hi};
       s->npages = np;
       a->large_allocated -= s->usize - np * PAGE;
       s->usize = np * PAGE;
@@ -424,10 +439,9 @@ bool arena_resize_large(span_t *s, size_t size) {
       ok = true;
     }
   } else {
-    span_t *r = pagemap_get((void *)span_end(s));
+    span_t *r = span_end(s) < s->chunk_hi ? pagemap_get((void *)span_end(s)) : NULL;
     size_t need = np - s->npages;
-    if (r && r->kind == SPAN_FREE && r->arena == s->arena &&
-        r->start == span_end(s) && r->npages >= need) {
+    if (r && r->kind == SPAN_FREE && r->start == span_end(s) && r->npages >= need) {
       span_t *g = run_carve(a, r, r->start, need);
       if (g != NULL) {
         pagemap_set((void *)(span_end(s) - PAGE), NULL);

@@ -37,6 +37,7 @@ typedef struct tsd_s {
   uint8_t state;            /* TSD_* */
   uint8_t reentrant;        /* >0: inside nalloc internals; never sample */
   uint16_t arena;           /* index of the arena this thread allocates from */
+  uint32_t tid;             /* kernel thread id, 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
 } tsd_t;
 
@@ -46,33 +47,49 @@ extern __thread tsd_t nalloc_tsd __attribute__((tls_model("initial-exec")));
 static inline tsd_t *tsd_get(void) { return &nalloc_tsd; }
 
 /* ---- locks --------------------------------------------------------------
- * A mutex that knows its owner, so the fork handlers can skip a lock the
- * forking thread already holds (fork() from a signal handler that
- * interrupted malloc) instead of deadlocking on it. */
+ * A futex lock whose word is the owner's thread id (plus a "waiters" bit),
+ * set by the same compare-and-swap that takes the lock. So the fork
+ * handlers can always tell a lock the forking thread itself holds (fork()
+ * from a signal handler that interrupted nalloc) and skip it instead of
+ * deadlocking; a mutex that records its owner after acquiring has a window
+ * where it cannot. */
 typedef struct nlock_s {
-  pthread_mutex_t m;
-  _Atomic(void *) owner;
+  _Atomic uint32_t word; /* 0: free; else owner tid | NLOCK_WAITERS */
   bool fork_skipped;
 } nlock_t;
 
-#define NLOCK_INITIALIZER {PTHREAD_MUTEX_INITIALIZER, NULL, false}
+#define NLOCK_INITIALIZER {0, false}
+#define NLOCK_WAITERS 0x80000000u
+
+uint32_t nalloc_tid_slow(void);
+static inline uint32_t nalloc_tid(void) {
+  uint32_t t = tsd_get()->tid;
+  return likely(t != 0) ? t : nalloc_tid_slow();
+}
+
 void nlock_init(nlock_t *l);
+void nlock_lock_slow(nlock_t *l, uint32_t self);
+void nlock_wake(nlock_t *l);
 static inline void nlock_lock(nlock_t *l) {
-  pthread_mutex_lock(&l->m);
-  atomic_store_explicit(&l->owner, (void *)tsd_get(), memory_order_relaxed);
+  uint32_t self = nalloc_tid(), free_word = 0;
+  if (likely(atomic_compare_exchange_strong_explicit(
+          &l->word, &free_word, self, memory_order_acquire, memory_order_relaxed)))
+    return;
+  nlock_lock_slow(l, self);
 }
 static inline bool nlock_trylock(nlock_t *l) {
-  if (pthread_mutex_trylock(&l->m) != 0) return false;
-  atomic_store_explicit(&l->owner, (void *)tsd_get(), memory_order_relaxed);
-  return true;
+  uint32_t free_word = 0;
+  return atomic_compare_exchange_strong_explicit(
+      &l->word, &free_word, nalloc_tid(), memory_order_acquire, memory_order_relaxed);
 }
 static inline void nlock_unlock(nlock_t *l) {
-  atomic_store_explicit(&l->owner, NULL, memory_order_relaxed);
-  pthread_mutex_unlock(&l->m);
+  if (unlikely(atomic_exchange_explicit(&l->word, 0, memory_order_release) &
+               NLOCK_WAITERS))
+    nlock_wake(l);
 }
 static inline bool nlock_held_by_me(nlock_t *l) {
-  return atomic_load_explicit(&l->owner, memory_order_relaxed) ==
-         (void *)tsd_get();
+  return (atomic_load_explicit(&l->word, memory_order_relaxed) & ~NLOCK_WAITERS) ==
+         nalloc_tid();
 }
 void nlock_prefork(nlock_t *l);
 void nlock_postfork_parent(nlock_t *l);
@@ -101,6 +118,8 @@ uint64_t nalloc_now_ns(void);       /* CLOCK_MONOTONIC */
 void nalloc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void nalloc_fatal(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/* From now on, messages go to a private duplicate of stderr. */
+void nalloc_log_keep(void);
 
 /* ---- NALLOC_CONF tables (conf.c) -----------------------------------------
  * Every option is one row; the parser, the error messages and the opt.*

@@ -372,6 +372,7 @@ void nalloc_postfork_parent(void) {
 }
 
 void nalloc_postfork_child(void) {
+  tsd_get()->tid = 0; /* the child's thread has an id of its own */
   base_postfork_child();
   pagemap_postfork_child();
   arena_postfork_child();
@@ -399,5 +400,8 @@ __attribute__((constructor)) static void nalloc_ctor(void) {
   tsd->reentrant--;
   if (tsd->state == TSD_NOMINAL) tsd_set_arena(numa_pick_arena());
   prof_boot_late();
-  if (opt_stats_print) atexit(stats_print_atexit);
+  if (opt_stats_print) {
+    nalloc_log_keep();
+    atexit(stats_print_atexit);
+  }
 }

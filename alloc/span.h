@@ -31,6 +31,9 @@ typedef struct span_s {
   uint32_t slot_size; /* SPAN_SMALL: copies of sc_info[cls], so that free's */
   uint32_t div_mul;   /* pointer check needs only this cache line */
   struct span_s *next, *prev; /* bin partial list or heap run list */
+  uintptr_t chunk_lo, chunk_hi; /* the OS mapping the span lies in: runs are
+                                   merged only inside it, so coalescing never
+                                   looks at another arena's spans */
   uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
   size_t usize;               /* SPAN_LARGE: usable bytes */
   /* Profiling: small spans point at prof_slot_t[nslots], large spans at

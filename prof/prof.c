@@ -40,6 +40,7 @@ void prof_boot(void) {
 
 void prof_boot_late(void) {
   if (!opt_prof) return;
+  if (opt_prof_leak) nalloc_log_keep(); /* the report is printed at exit */
   prof_bt_prime();
   prof_triggers_boot_late();
 }
