@@ -109,17 +109,7 @@ static int ctl_thread_prof_active(const size_t *idx, void *oldp,
   NEED_PROF();
   prof_tdata_t *td = prof_tdata_get(tsd_get(), true);
   if (td == NULL) return EAGAIN;
-  bool old = td->active, nv = false;
-  if (newp != NULL) {
-    int e = ctl_in(newp, newlen, &nv, sizeof nv);
-    if (e) return e;
-  } else if (newlen != 0) {
-    return EINVAL;
-  }
-  int e = ctl_out(oldp, oldlenp, &old, sizeof old);
-  if (e) return e;
-  if (newp != NULL) td->active = nv;
-  return 0;
+  return rw_bool(&td->active, oldp, oldlenp, newp, newlen);
 }
 
 static int ctl_thread_prof_name(const size_t *idx, void *oldp,

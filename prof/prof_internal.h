@@ -96,7 +96,7 @@ typedef struct prof_tdata_s {
   struct prof_tdata_s *next, *prev; /* tdatas list (prof_tdatas_lock) */
   uint64_t uid;                     /* tN in the jemalloc format */
   unsigned lg;
-  bool active;                      /* thread.prof.active */
+  _Atomic bool active;              /* thread.prof.active */
   _Atomic bool detached;            /* thread gone (or replaced) */
   _Atomic bool expired;             /* prof.reset since creation */
   bool reclaim;                     /* dump: free after this snapshot */
