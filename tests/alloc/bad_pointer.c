@@ -1,6 +1,7 @@
 /* bad_pointer: a pointer nalloc does not own, passed to free / realloc /
  * malloc_usable_size, kills the process with SIGABRT and a message on
- * stderr that names nalloc -- never silent corruption. Each case runs in
+ * stderr that names nalloc -- never silent corruption. So does an
+ * immediate double free. Each case runs in
  * a forked child; the parent checks how it died and what it said. */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -77,6 +78,16 @@ static void usable_interior(void) {
   volatile size_t n = A_USABLE(p + 16);
   (void)n;
 }
+/* an immediate double free (nothing allocated in between) */
+static void double_free_n(size_t n) {
+  void *volatile p = A_MALLOC(n);
+  CHECK(p != NULL);
+  A_FREE(p);
+  A_FREE(p);
+}
+static void double_free_small(void) { double_free_n(100); }
+static void double_free_large(void) { double_free_n(300 * 1024); }
+static void double_free_huge(void) { double_free_n(5 << 20); }
 #ifndef NALLOC_TEST_PREFIXED
 /* a block of glibc's own heap (the real glibc malloc, bypassing the
  * override): the realistic "second heap" mistake */
@@ -161,6 +172,9 @@ int main(void) {
       {"malloc_usable_size(static array)", usable_foreign, true},
       {"malloc_usable_size(stack address)", usable_stack, true},
       {"malloc_usable_size(malloc(48) + 16)", usable_interior, true},
+      {"double free of malloc(100)", double_free_small, true},
+      {"double free of malloc(300K)", double_free_large, true},
+      {"double free of malloc(5M)", double_free_huge, true},
 #ifndef NALLOC_TEST_PREFIXED
       {"free(block of glibc's own malloc)", free_glibc_block, true},
 #endif

@@ -335,7 +335,9 @@ static void purge_all(void) {
   }
 }
 
-static void churn_large(size_t total, size_t bs, bool use_trim) {
+/* mode: 0 arena.<i>.purge, 1 malloc_trim(0), 2 nothing (decay 0 must
+ * have purged already) */
+static void churn_large(size_t total, size_t bs, int mode) {
   size_t nb = total / bs;
   void **v = A_MALLOC(nb * sizeof *v);
   CHECK(v != NULL);
@@ -352,14 +354,17 @@ static void churn_large(size_t total, size_t bs, bool use_trim) {
   for (size_t i = 0; i < nb; i++) A_FREE(v[i]);
   A_FREE(v);
   tcache_flush();
-  if (use_trim)
+  if (mode == 1)
     A_MALLOC_TRIM(0);
-  else
+  else if (mode == 0)
     purge_all();
   size_t r3 = resident();
   CHECKF(r3 + total / 2 <= r1,
          "%s did not return memory: stats.resident %zu with %zu live, %zu "
-         "after free + purge", use_trim ? "malloc_trim(0)" : "arena.<i>.purge",
+         "after free + purge",
+         mode == 1   ? "malloc_trim(0)"
+         : mode == 0 ? "arena.<i>.purge"
+                     : "dirty_decay_ms:0 (purge at once)",
          r1, total, r3);
 }
 
@@ -373,9 +378,16 @@ static void test_purge(void) {
   r = nalloc_ctl(nm("arena.%u.purge", na + 100), NULL, NULL, NULL, 0);
   CHECKF(r != 0, "arena.%u.purge (out of range) succeeded", na + 100);
 
-  churn_large(64 * MiB, 256 * KiB, false);
-  churn_large(64 * MiB, 96 * KiB, true);
-  churn_large(32 * MiB, 24 * KiB, false);
+  churn_large(64 * MiB, 256 * KiB, 0);
+  churn_large(64 * MiB, 96 * KiB, 1);
+  churn_large(32 * MiB, 24 * KiB, 0);
+  ssize_t decay;
+  size_t dsz = sizeof decay;
+  CHECK_CTL("opt.dirty_decay_ms", &decay, &dsz, NULL, 0);
+  if (decay == 0) {
+    churn_large(64 * MiB, 256 * KiB, 2);
+    churn_large(16 * MiB, 20 * KiB, 2);
+  }
 }
 
 static void test_stats_consistency_under_load(void) {
@@ -406,14 +418,17 @@ int main(int argc, char **argv) {
             "it unset\n", env);
     return 1;
   }
-  void *warm = A_MALLOC(10); /* make sure the allocator is initialised */
-  A_FREE(warm);
+  /* initialises the allocator, and keeps stats.allocated above 0 even in
+   * the prefixed build with tcache:false */
+  void *live = A_MALLOC(1000);
+  CHECK(live != NULL);
   test_names_and_errors();
   test_opts(conf);
   test_thread_arena();
   test_tcache_flush();
   test_purge();
   test_stats_consistency_under_load();
+  A_FREE(live);
   printf("ctl%s: ok\n", conf ? " conf" : "");
   return 0;
 }

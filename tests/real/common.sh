@@ -3,13 +3,17 @@
 #   . common.sh /path/to/libnalloc.so
 #
 # run_plain NAME CMD...            runs CMD without nalloc
-# run_nalloc NAME MIN CMD...       runs CMD with LD_PRELOAD=libnalloc.so and
-#                                  NALLOC_CONF=stats_print:true; fails unless
-#                                  some process of it printed
-#                                  "<nalloc>: stats: ... nmalloc=N" with N >= MIN
-#                                  (nalloc really served the allocations)
+# run_nalloc NAME CMD...           runs CMD with LD_PRELOAD=libnalloc.so and
+#                                  NALLOC_CONF=stats_print:true
 # same_output NAME                 stdout (and stderr without nalloc's lines)
 #                                  of both runs are identical
+# served NAME MIN                  some process of the nalloc run printed
+#                                  "<nalloc>: stats: ... nmalloc=N" at exit
+#                                  with N >= MIN: nalloc really served the
+#                                  allocations (N counts objects handed out by
+#                                  the arenas, thread-cache refills included,
+#                                  as jemalloc's nmalloc; a process that does
+#                                  nothing, /bin/true, shows about 365)
 # Both runs' outputs are in $WORK/NAME.{plain,nalloc}.{out,err}.
 set -euo pipefail
 
@@ -46,17 +50,21 @@ run_plain() {
 }
 
 run_nalloc() {
-  local n=$1 min=$2 rc=0
-  shift 2
+  local n=$1 rc=0
+  shift
   env LD_PRELOAD="$NALLOC_SO" NALLOC_CONF=stats_print:true "$@" \
     >"$WORK/$n.nalloc.out" 2>"$WORK/$n.nalloc.raw" || rc=$?
   grep -v '^<nalloc>: ' "$WORK/$n.nalloc.raw" >"$WORK/$n.nalloc.err" || true
   if [ "$rc" -ne 0 ]; then
     fail "$n under nalloc exited $rc (without nalloc: 0); stderr: $(head -c 3000 "$WORK/$n.nalloc.raw")"
   fi
-  local lines max
+}
+
+# Checked after the outputs, so that a wrong result is reported first.
+served() {
+  local n=$1 min=$2 lines max
   lines=$(grep -c '^<nalloc>: stats: ' "$WORK/$n.nalloc.raw" || true)
-  [ "$lines" -gt 0 ] || fail "$n: no '<nalloc>: stats: ...' line on stderr: libnalloc not loaded, or NALLOC_CONF=stats_print:true not honoured"
+  [ "$lines" -gt 0 ] || fail "$n: no '<nalloc>: stats: ...' line on stderr at exit: libnalloc not loaded, or NALLOC_CONF=stats_print:true not honoured (the program may have closed fd 2 before nalloc's exit hook ran)"
   max=$(sed -nE 's/^<nalloc>: stats: .*[ ]nmalloc=([0-9]+).*/\1/p' "$WORK/$n.nalloc.raw" | sort -n | tail -1)
   [ -n "$max" ] || fail "$n: stats line without nmalloc=: $(grep '^<nalloc>: stats: ' "$WORK/$n.nalloc.raw" | head -3)"
   [ "$max" -ge "$min" ] || fail "$n: nalloc served only nmalloc=$max allocations (want >= $min): the program's allocations did not go to nalloc"
