@@ -14,6 +14,7 @@
 
 bool tsd_set_arena(unsigned i);
 unsigned tsd_arena(void);
+void tsd_ensure(void);
 
 #define CTL_FN(name) \
   static int name(const size_t *idx, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
@@ -208,9 +209,7 @@ static int ctl_opt(const conf_entry_t *e, void *oldp, size_t *oldlenp, void *new
 NALLOC_EXPORT int nalloc_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
                              size_t newlen) {
   if (name == NULL) return ENOENT;
-  /* Make sure the allocator (and its options) are set up. */
-  tsd_t *tsd = tsd_get();
-  if (tsd->state == TSD_UNINIT) entry_free(entry_alloc(1, false, NULL));
+  tsd_ensure(); /* options parsed, this thread bound to an arena */
   if (strncmp(name, "opt.", 4) == 0) {
     const conf_entry_t *e = conf_find(name + 4, strlen(name + 4));
     return e ? ctl_opt(e, oldp, oldlenp, newp, newlen) : ENOENT;

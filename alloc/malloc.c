@@ -92,10 +92,14 @@ bool tsd_set_arena(unsigned i) {
   return true;
 }
 
-unsigned tsd_arena(void) {
+void tsd_ensure(void) {
   tsd_t *tsd = tsd_get();
   if (tsd->state == TSD_UNINIT) tsd_boot(tsd);
-  return tsd->arena;
+}
+
+unsigned tsd_arena(void) {
+  tsd_ensure();
+  return tsd_get()->arena;
 }
 
 /* ---- profiling hand-off --------------------------------------------------- */
