@@ -18,6 +18,7 @@
 #define NALLOC_BENCH_COMMON_H
 
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,21 @@ static inline void bench_result(const char *name, const struct bench_args *a,
          name, a->threads, a->scale, ops, secs, ops > 0 ? secs * 1e9 / ops : 0.0, hwm,
          extra && *extra ? " " : "", extra ? extra : "");
   fflush(stdout);
+}
+
+/* Starts fn((void *)t) on n threads, t = 0..n-1, the worker's index. */
+static inline pthread_t *bench_start(long n, void *(*fn)(void *)) {
+  pthread_t *th = (pthread_t *)malloc(sizeof *th * (size_t)n);
+  BENCH_OOM(th);
+  for (long t = 0; t < n; t++)
+    if (pthread_create(&th[t], NULL, fn, (void *)t)) BENCH_FAIL("pthread_create");
+  return th;
+}
+
+/* Joins (and frees) what bench_start started. */
+static inline void bench_join(pthread_t *th, long n) {
+  for (long t = 0; t < n; t++) pthread_join(th[t], NULL);
+  free(th);
 }
 
 #ifdef __cplusplus

@@ -52,14 +52,9 @@ int main(int argc, char **argv) {
   A = bench_parse(argc, argv);
   per_thread = bench_scaled(300, A.scale, 4) / A.threads;
   if (per_thread < 4) per_thread = 4;
-  pthread_t *th = malloc(sizeof *th * (size_t)A.threads);
-  BENCH_OOM(th);
   double t0 = bench_now();
-  for (long t = 0; t < A.threads; t++)
-    if (pthread_create(&th[t], NULL, worker, (void *)t)) BENCH_FAIL("pthread_create");
-  for (int t = 0; t < A.threads; t++) pthread_join(th[t], NULL);
+  bench_join(bench_start(A.threads, worker), A.threads);
   double s = bench_now() - t0;
-  free(th);
   bench_result("large", &A, (double)per_thread * A.threads, s, "");
   return 0;
 }

@@ -46,17 +46,12 @@ int main(int argc, char **argv) {
   npool = (size_t)A.threads * SLOTS_PER_THREAD;
   pool = calloc(npool, sizeof *pool);
   BENCH_OOM(pool);
-  pthread_t *th = malloc(sizeof *th * (size_t)A.threads);
-  BENCH_OOM(th);
   double t0 = bench_now();
-  for (long t = 0; t < A.threads; t++)
-    if (pthread_create(&th[t], NULL, worker, (void *)t)) BENCH_FAIL("pthread_create");
-  for (int t = 0; t < A.threads; t++) pthread_join(th[t], NULL);
+  bench_join(bench_start(A.threads, worker), A.threads);
   for (size_t i = 0; i < npool; i++)
     if (pool[i]) check_free(pool[i]);
   double s = bench_now() - t0;
   free(pool);
-  free(th);
   bench_result("larson", &A, (double)per_thread * A.threads, s, "");
   return 0;
 }

@@ -32,14 +32,9 @@ int main(int argc, char **argv) {
   A = bench_parse(argc, argv);
   long total = bench_scaled(8e7, A.scale, 6400);
   per_thread = (total / A.threads + 63) / 64 * 64;
-  pthread_t *th = malloc(sizeof *th * (size_t)A.threads);
-  BENCH_OOM(th);
   double t0 = bench_now();
-  for (long t = 0; t < A.threads; t++)
-    if (pthread_create(&th[t], NULL, worker, (void *)t)) BENCH_FAIL("pthread_create");
-  for (int t = 0; t < A.threads; t++) pthread_join(th[t], NULL);
+  bench_join(bench_start(A.threads, worker), A.threads);
   double s = bench_now() - t0;
-  free(th);
   bench_result("small", &A, (double)per_thread * A.threads, s, "");
   return 0;
 }
