@@ -322,13 +322,12 @@ static _Noreturn void bad_free(const void *p, const char *why) {
   nalloc_fatal("free(%p): %s", p, why);
 }
 
-/* Gives a slot back to its span; the caller holds the span's bin lock. */
+/* Gives a slot back to its span; the caller holds the span's bin lock.
+ * Every pointer reaching here was checked to start a slot by free (fast or
+ * slow path), so only the double free is left to catch. */
 static void slot_release(arena_t *a, bin_t *b, span_t *s, void *p) {
   const sc_info_t *sc = &sc_info[s->cls];
-  uintptr_t off = (uintptr_t)p - s->start;
-  uint32_t i = sc_slot_of(s->cls, off);
-  if ((uintptr_t)i * sc->size != off)
-    bad_free(p, "pointer into the middle of a block (not a pointer nalloc returned)");
+  uint32_t i = sc_slot_of(s->cls, (uintptr_t)p - s->start);
   uint64_t bit = (uint64_t)1 << (i % 64);
   if (s->bitmap[i / 64] & bit) bad_free(p, "double free");
   s->bitmap[i / 64] |= bit;
@@ -356,9 +355,7 @@ void arena_flush(void *const *ptrs, unsigned n) {
   for (unsigned k = 0; k < n; k++) {
     void *p = ptrs[k];
     span_t *s = pagemap_get(p);
-    if (s == NULL || s->kind != SPAN_SMALL || (uintptr_t)p < s->start ||
-        (uintptr_t)p >= span_end(s))
-      bad_free(p, "not a pointer nalloc returned (or already freed)");
+    if (unlikely(s == NULL)) bad_free(p, "not a pointer nalloc returned");
     arena_t *a = atomic_load_explicit(&arenas[s->arena], memory_order_relaxed);
     bin_t *b = &a->bins[s->cls];
     if (b != held) {

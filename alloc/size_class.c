@@ -30,7 +30,7 @@ void sc_boot(void) {
     sc_info[i] = (sc_info_t){.size = (uint32_t)size,
                              .npages = np,
                              .nslots = (uint32_t)n,
-                             .div_mul = (uint32_t)((((uint64_t)1 << 32) + size - 1) / size),
+                             .div_mul = (((uint64_t)1 << SC_DIV_SHIFT) + size - 1) / size,
                              .tcache_max = (uint32_t)cap};
   }
 }

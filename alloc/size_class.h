@@ -9,15 +9,15 @@
 
 #include "internal.h"
 
-#define SC_NSMALL 40
-#define SC_SMALL_MAX ((size_t)32768)
+#define SC_NSMALL 44
+#define SC_SMALL_MAX ((size_t)65536)
 #define SC_MAX_SLOTS 512 /* bitmap bits per span */
 
 typedef struct sc_info_s {
   uint32_t size;    /* slot size in bytes */
   uint32_t npages;  /* pages per span */
   uint32_t nslots;  /* slots per span */
-  uint32_t div_mul; /* ceil(2^32 / size): slot index by multiplication */
+  uint64_t div_mul; /* ceil(2^40 / size): slot index by multiplication */
   uint32_t tcache_max;   /* thread-cache capacity for this class */
 } sc_info_t;
 
@@ -35,10 +35,13 @@ static inline unsigned sc_index(size_t size) {
 
 static inline size_t sc_size(unsigned cls) { return sc_info[cls].size; }
 
-/* Slot index of byte offset `off` in a span of class cls (exact for any
- * offset inside a span: spans are < 2^18 bytes). */
+/* Slot index of byte offset `off` in a span of class cls: floor(off /
+ * size) by multiplication. Exact for every offset below 2^18 (the largest
+ * span): the rounding error, off * (div_mul - 2^40/size) / 2^40 < 2^-22,
+ * stays below 1/size >= 2^-16. */
+#define SC_DIV_SHIFT 40
 static inline uint32_t sc_slot_of(unsigned cls, uintptr_t off) {
-  return (uint32_t)((off * sc_info[cls].div_mul) >> 32);
+  return (uint32_t)((off * sc_info[cls].div_mul) >> SC_DIV_SHIFT);
 }
 
 #endif

@@ -29,7 +29,7 @@ typedef struct span_s {
   uint16_t arena;
   uint32_t nfree;  /* SPAN_SMALL: free slots (slots in thread caches are not free) */
   uint32_t slot_size; /* SPAN_SMALL: copies of sc_info[cls], so that free's */
-  uint32_t div_mul;   /* pointer check needs only this cache line */
+  uint64_t div_mul;   /* pointer check needs only this cache line */
   struct span_s *next, *prev; /* bin partial list or heap run list */
   uintptr_t chunk_lo, chunk_hi; /* the OS mapping the span lies in: runs are
                                    merged only inside it, so coalescing never
@@ -49,10 +49,10 @@ static inline uintptr_t span_end(const span_t *s) {
 
 /* True if p is the start of a slot of small span s (a cheap multiply: see
  * sc_slot_of). The page map only leads to s from addresses inside its
- * pages, so the offset is below 2^18 and the multiply is exact. */
+ * pages, so the offset is below 2^18. */
 static inline bool span_slot_ok(const span_t *s, const void *p) {
   uintptr_t off = (uintptr_t)p - s->start;
-  return ((off * s->div_mul) >> 32) * s->slot_size == off;
+  return ((off * s->div_mul) >> SC_DIV_SHIFT) * s->slot_size == off;
 }
 
 #endif
