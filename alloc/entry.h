@@ -19,6 +19,7 @@
 
 void *malloc_slow(size_t size, size_t align, bool zero, const void *caller);
 void free_slow(void *p, span_t *s);
+void free_checked(void *p, span_t *s);
 void *entry_realloc(void *p, size_t size, const void *caller);
 void *entry_aligned(size_t align, size_t size, int kind, int *err, const void *caller);
 size_t entry_usable_size(void *p);
@@ -44,24 +45,27 @@ static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero,
 }
 
 /* The checks keep a bad free from poisoning the cache (a pointer into the
- * middle of a block would be handed out again): the span must be small and
- * unsampled, p must start a slot, and p must not be the entry just cached
- * (an immediate double free). slots[-1] is a dummy, so the last check needs
- * no branch on an empty bin. Anything else goes to free_slow, which
- * diagnoses it. */
+ * middle of a block would be handed out again): p must start a slot of its
+ * span, the span must be small with nothing sampled in it, and p must not
+ * be the entry just cached (an immediate double free). slots[-1] is a
+ * dummy, so the last check needs no branch on an empty bin. A pointer that
+ * starts a slot but fails the rest goes to free_checked, anything else to
+ * free_slow, which diagnoses it. */
 static NALLOC_ALWAYS_INLINE void entry_free(void *p) {
   if (unlikely(p == NULL)) return;
   span_t *s = pagemap_get(p);
-  if (likely(s != NULL &&
-             atomic_load_explicit(&s->free_fast, memory_order_relaxed) &&
-             span_slot_ok(s, p))) {
-    tbin_t *b = &tsd_get()->tcache->bins[s->cls];
-    void **top = b->slots + b->count;
-    if (likely(b->count < b->max && top[-1] != p)) {
-      *top = p;
-      b->count++;
-      return;
+  if (likely(s != NULL && span_slot_ok(s, p))) {
+    if (likely(atomic_load_explicit(&s->free_fast, memory_order_relaxed))) {
+      tbin_t *b = &tsd_get()->tcache->bins[s->cls];
+      void **top = b->slots + b->count;
+      if (likely(b->count < b->max && top[-1] != p)) {
+        *top = p;
+        b->count++;
+        return;
+      }
     }
+    free_checked(p, s);
+    return;
   }
   free_slow(p, s);
 }

@@ -226,15 +226,20 @@ static span_t *span_checked(const char *fn, void *p, span_t *s) {
   return s;
 }
 
-void free_slow(void *p, span_t *s) {
-  s = span_checked("free", p, s);
-  prof_slot_release(s, p);
-  if (s->kind == SPAN_LARGE) {
+/* p passed span_slot_ok for s: it starts a slot of a small span, or it is
+ * the first byte of a large span or free run (slot_size 0 makes any other
+ * offset fail, and a record keeps stale slot sizes only while it is not
+ * small, which the kind checks below catch). */
+void free_checked(void *p, span_t *s) {
+  uint8_t kind = s->kind;
+  if (kind == SPAN_LARGE && (uintptr_t)p == s->start) {
+    prof_slot_release(s, p);
     arena_free_large(s);
     return;
   }
-  tsd_t *tsd = tsd_get();
-  tcache_t *tc = tsd->tcache;
+  if (unlikely(kind != SPAN_SMALL)) bad_pointer("free", p);
+  prof_slot_release(s, p);
+  tcache_t *tc = tsd_get()->tcache;
   tbin_t *b = &tc->bins[s->cls];
   if (b->max == 0) {
     arena_flush(&p, 1);
@@ -244,6 +249,10 @@ void free_slow(void *p, span_t *s) {
     nalloc_fatal("free(%p): double free", p);
   if (b->count == b->max) tcache_flush_bin(tc, s->cls, b->max / 2);
   b->slots[b->count++] = p;
+}
+
+void free_slow(void *p, span_t *s) {
+  free_checked(p, span_checked("free", p, s));
 }
 
 static size_t span_usable(span_t *s) {

@@ -30,12 +30,12 @@ static inline uint64_t bt_hash(void *const *pcs, unsigned n) {
   return h ^ (h >> 32);
 }
 
+static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n);
+static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n);
+
 static inline bool bt_eq(const prof_gctx_t *g, uint64_t h, void *const *pcs,
                          unsigned n) {
-  if (g->hash != h || g->nframes != n) return false;
-  for (unsigned i = 0; i < n; i++) /* short: cheaper than a memcmp call */
-    if (g->pcs[i] != pcs[i]) return false;
-  return true;
+  return g->hash == h && bt_same(g, pcs, n);
 }
 
 /* ---- gctx --------------------------------------------------------------- */
@@ -113,6 +113,7 @@ static void tdata_free_tab(prof_tdata_t *td) {
   base_free(td->tab, td->tab_cap * sizeof *td->tab);
   td->tab = NULL;
   td->tab_cap = td->tab_n = 0;
+  td->last = NULL;
 }
 
 /* A new tdata for this thread; `old` (expired by prof.reset) passes on its
@@ -184,7 +185,21 @@ static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
 
 /* Owner thread only. The per-thread table answers almost every lookup;
  * the global gctx lock is taken only for a stack new to this thread. */
+static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
+  if (g->nframes != n) return false;
+  for (unsigned i = 0; i < n; i++)
+    if (g->pcs[i] != pcs[i]) return false;
+  return true;
+}
+
 prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n) {
+  if (td->last != NULL && bt_same(td->last->gctx, pcs, n)) return td->last;
+  prof_tctx_t *t = tctx_find(td, pcs, n);
+  if (t != NULL) td->last = t;
+  return t;
+}
+
+static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n) {
   uint64_t h = bt_hash(pcs, n);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;

@@ -107,6 +107,8 @@ typedef struct prof_tdata_s {
   uintptr_t code_seen[64];          /* fp walker: return addresses known to
                                        be code (direct-mapped by address) */
   prof_tctx_t **tab;                /* owner-private bt -> tctx hash */
+  prof_tctx_t *last;                /* the last lookup's answer: loops
+                                       allocate from one stack in a row */
   size_t tab_cap, tab_n;
   _Atomic(prof_tctx_t *) tctxs;     /* every tctx, newest first */
   _Atomic size_t ntctx;
