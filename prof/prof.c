@@ -78,7 +78,9 @@ void *prof_sample_prepare(tsd_t *tsd, size_t size, const void *caller) {
   (void)size;
   if (tsd->reentrant != 0 || tsd->state != TSD_NOMINAL) return NULL;
   if (!atomic_load_explicit(&prof_active, memory_order_relaxed)) return NULL;
-  prof_tdata_t *td = prof_tdata_get(tsd, true);
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (unlikely(td == NULL || atomic_load_explicit(&td->expired, memory_order_relaxed)))
+    td = prof_tdata_get(tsd, true);
   if (td == NULL || !td->active) return NULL;
   void *pcs[PROF_DEPTH_MAX];
   tsd->reentrant++;
@@ -127,8 +129,10 @@ void prof_sample_free(void *tctx, size_t size) {
     prof_gdump_account(tsd, -(int64_t)(t->lg != 0 ? ub : size));
   if (t->tdata == tsd->prof_tdata) {
     OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
-    OWN_ADD(t->own[C_UOBJS], -uo);
-    OWN_ADD(t->own[C_UBYTES], -ub);
+    if (t->lg != 0) { /* exact mode keeps no unbiased counts */
+      OWN_ADD(t->own[C_UOBJS], -uo);
+      OWN_ADD(t->own[C_UBYTES], -ub);
+    }
     OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
     return;
   }
