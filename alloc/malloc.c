@@ -126,13 +126,18 @@ static void prof_slot_record(void *p, void *tctx, size_t size) {
   prof_sample_commit(tsd_get(), tctx, size);
 }
 
+/* The profile slot of p in s, or NULL while nothing in s was sampled. */
+static prof_slot_t *prof_slot_of(span_t *s, const void *p) {
+  prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
+  if (ps != NULL && s->kind == SPAN_SMALL) ps += sc_slot_of(s->cls, (uintptr_t)p - s->start);
+  return ps;
+}
+
 /* If p was sampled, tells the profiler it is gone. */
 static void prof_slot_release(span_t *s, void *p) {
-  prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
-  if (ps == NULL) return;
-  if (s->kind == SPAN_SMALL) ps += sc_slot_of(s->cls, (uintptr_t)p - s->start);
+  prof_slot_t *ps = prof_slot_of(s, p);
+  if (ps == NULL || ps->tctx == NULL) return;
   void *tctx = ps->tctx;
-  if (tctx == NULL) return;
   size_t size = ps->size;
   ps->tctx = NULL;
   if (s->kind == SPAN_LARGE) atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
@@ -140,10 +145,8 @@ static void prof_slot_release(span_t *s, void *p) {
 }
 
 static bool prof_slot_sampled(span_t *s, void *p) {
-  prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
-  if (ps == NULL) return false;
-  if (s->kind == SPAN_SMALL) ps += sc_slot_of(s->cls, (uintptr_t)p - s->start);
-  return ps->tctx != NULL;
+  prof_slot_t *ps = prof_slot_of(s, p);
+  return ps != NULL && ps->tctx != NULL;
 }
 
 /* ---- allocation ------------------------------------------------------------ */
