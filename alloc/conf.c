@@ -15,6 +15,7 @@
 #include <sys/auxv.h>
 
 #include "arena.h"
+#include "background.h"
 #include "../prof/prof_hook.h"
 
 unsigned opt_narenas = 0;
@@ -41,6 +42,8 @@ static const conf_entry_t conf_alloc_entries[] = {
      "largest size kept in thread caches"},
     {"dirty_decay_ms", CONF_SSIZE, &opt_dirty_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
      "ms before freed pages are returned to the OS (-1: never, 0: at once)"},
+    {"background_thread", CONF_BOOL, &opt_background_thread, 0, 0, NULL, 0,
+     "purge dirty pages on a timer in a thread of nalloc's own"},
     {"abort_conf", CONF_BOOL, &opt_abort_conf, 0, 0, NULL, 0,
      "abort on a bad NALLOC_CONF entry"},
     {"stats_print", CONF_BOOL, &opt_stats_print, 0, 0, NULL, 0,

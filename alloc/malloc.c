@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "background.h"
 #include "conf.h"
 #include "entry.h"
 #include "numa.h"
@@ -416,6 +417,7 @@ __attribute__((constructor)) static void nalloc_ctor(void) {
   tsd->reentrant--;
   if (tsd->state == TSD_NOMINAL) tsd_set_arena(numa_pick_arena());
   prof_boot_late();
+  background_start();
   if (opt_stats_print) {
     nalloc_log_keep();
     atexit(stats_print_atexit);

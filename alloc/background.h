@@ -1,0 +1,11 @@
+/* background.h -- the optional background purge thread. */
+#ifndef NALLOC_BACKGROUND_H
+#define NALLOC_BACKGROUND_H
+
+#include "internal.h"
+
+extern bool opt_background_thread;
+/* From the library constructor: starts the thread if the option is on. */
+void background_start(void);
+
+#endif
