@@ -108,7 +108,6 @@ void base_postfork_child(void);
 
 /* ---- OS memory (os.c) ---------------------------------------------------- */
 void *os_map(size_t size);          /* NULL on failure, errno kept */
-void *os_map_aligned(size_t size, size_t align);
 void os_unmap(void *p, size_t size);
 void os_purge(void *p, size_t size); /* MADV_DONTNEED: pages read back as 0 */
 uint64_t nalloc_now_ns(void);       /* CLOCK_MONOTONIC */
