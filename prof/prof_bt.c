@@ -1,14 +1,18 @@
 /* prof_bt.c -- backtraces of sampled allocations.
  *
- * Two unwinders (opt.prof_unwind):
- *   libunwind  unw_backtrace(): reads DWARF CFI, so it is right through
- *              system libraries built without frame pointers (default).
- *   fp         walks the rbp chain: ~10x cheaper, but a library without
+ * Three unwinders (opt.prof_unwind):
+ *   dwarf      (default) steps with per-return-address rules from the
+ *              DWARF call-frame information, cached by prof_cfi.c: right
+ *              through code built without frame pointers, at about the cost
+ *              of an fp walk; a frame it cannot express goes to libunwind.
+ *   libunwind  unw_backtrace() for every stack: the reference dwarf must
+ *              match, ~5x slower.
+ *   fp         walks the rbp chain: the cheapest, but a library without
  *              frame pointers cuts or skips frames. Every frame pointer is
  *              checked before it is read (aligned, strictly increasing,
  *              inside the thread's stack mapping), so a garbage rbp ends
  *              the walk instead of faulting.
- * Both return frames leaf first, with frame 0 = `caller` (the return
+ * All return frames leaf first, with frame 0 = `caller` (the return
  * address into the function that called malloc/new/...): everything above
  * it is nalloc itself and is dropped here, because google-pprof and Go's
  * pprof do not reliably strip allocator frames (reference §1.4).
@@ -152,47 +156,67 @@ static bool is_code(uintptr_t a) {
   return exec_find(a);
 }
 
-void prof_bt_prefork(void) { nlock_prefork(&exec_lock); }
-void prof_bt_postfork_parent(void) { nlock_postfork_parent(&exec_lock); }
-void prof_bt_postfork_child(void) { nlock_postfork_child(&exec_lock); }
+void prof_bt_prefork(void) {
+  nlock_prefork(&exec_lock);
+  prof_cfi_prefork();
+}
+void prof_bt_postfork_parent(void) {
+  prof_cfi_postfork_parent();
+  nlock_postfork_parent(&exec_lock);
+}
+void prof_bt_postfork_child(void) {
+  prof_cfi_postfork_child();
+  nlock_postfork_child(&exec_lock);
+}
 
-/* Only nalloc's own frames sit between here and `caller`, and nalloc is
- * built with frame pointers, so the first phase finds it within a few
- * frames; the second phase walks the program's frames. */
-static NALLOC_NOINLINE unsigned bt_fp(prof_tdata_t *td, const void *caller,
-                                      void **out, unsigned max) {
+/* Finds the frame of the nalloc entry point that `caller` called (the
+ * frame whose return address is `caller`). Only nalloc's own frames sit
+ * between here and there, and nalloc is built with frame pointers, so this
+ * takes a few steps. Also sets the thread's stack bounds. */
+static NALLOC_ALWAYS_INLINE bool bt_entry_frame(prof_tdata_t *td,
+                                                const void *caller,
+                                                uintptr_t *entry) {
   uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
   if (fp < td->stk_lo || fp >= td->stk_hi) {
     if (!stack_bounds(fp, &td->stk_lo, &td->stk_hi)) {
       td->stk_lo = td->stk_hi = 0;
-      out[0] = (void *)caller;
-      return 1;
+      return false;
     }
   }
   const uintptr_t hi = td->stk_hi;
-  unsigned n = 0;
-  for (unsigned skip = 0;; skip++) {
-    void *ret = ((void **)fp)[1];
+  for (unsigned skip = 0; skip <= PROF_SKIP_MAX; skip++) {
+    if (((void **)fp)[1] == caller) {
+      *entry = fp;
+      return true;
+    }
     uintptr_t next = ((uintptr_t *)fp)[0];
-    bool ok = next > fp && next <= hi - 16 && (next & 7) == 0;
-    if (ret == caller) {
-      out[n++] = (void *)caller;
-      if (!ok) return n;
-      fp = next;
-      break;
-    }
-    if (skip == PROF_SKIP_MAX || !ok) {
-      out[0] = (void *)caller; /* lost our way inside nalloc */
-      return 1;
-    }
+    if (next <= fp || next > hi - 16 || (next & 7)) break;
     fp = next;
   }
-  /* fp is now the frame of malloc's caller (if it keeps one), checked. */
+  return false; /* lost our way inside nalloc */
+}
+
+static NALLOC_NOINLINE unsigned bt_fp(prof_tdata_t *td, const void *caller,
+                                      void **out, unsigned max) {
+  uintptr_t fp;
+  out[0] = (void *)caller;
+  if (!bt_entry_frame(td, caller, &fp)) return 1;
+  const uintptr_t hi = td->stk_hi;
+  unsigned n = 1;
+  /* The entry frame's saved rbp is the caller's frame, if it keeps one. */
+  uintptr_t entry = fp;
+  fp = ((uintptr_t *)entry)[0];
+  if (fp <= entry || fp > hi - 16 || (fp & 7)) return n;
   while (n < max) {
     void *ret = ((void **)fp)[1];
     uintptr_t *seen = &td->code_seen[((uintptr_t)ret >> 4) & 63];
     if (*seen != (uintptr_t)ret) { /* most stacks repeat: skip the search */
-      if (ret == NULL || !is_code((uintptr_t)ret)) break;
+      /* ...and most end at the same junk word above the outermost frame */
+      if (ret == NULL || (uintptr_t)ret == td->code_bad) break;
+      if (!is_code((uintptr_t)ret)) {
+        td->code_bad = (uintptr_t)ret;
+        break;
+      }
       *seen = (uintptr_t)ret;
     }
     out[n++] = ret;
@@ -218,8 +242,53 @@ static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
   return n;
 }
 
+/* Steps through the program's frames with the cached DWARF rules of
+ * prof_cfi.c, starting from the caller's registers as nalloc's entry frame
+ * saved them (rsp = the entry frame's CFA, rbp = its saved rbp). Every
+ * address read is checked to lie in the thread's stack above rsp; any
+ * frame the rules cannot express, or any check that fails, hands the
+ * whole stack to libunwind, so the result is always libunwind's. */
+static NALLOC_NOINLINE unsigned bt_dwarf(prof_tdata_t *td, const void *caller,
+                                         void **out, unsigned max) {
+  uintptr_t fp;
+  if (!bt_entry_frame(td, caller, &fp)) return bt_unw(caller, out, max);
+  const uintptr_t hi = td->stk_hi - 8;
+  uintptr_t pc = (uintptr_t)caller, sp = fp + 16, bp = ((uintptr_t *)fp)[0];
+  unsigned n = 0;
+  out[n++] = (void *)pc;
+  while (n < max) {
+    uint64_t r = prof_cfi_rule(pc);
+    uintptr_t cfa = (uintptr_t)(intptr_t)(int32_t)(r >> 32);
+    switch (r & 7) {
+    case CFI_RSP: cfa += sp; break;
+    case CFI_RBP: cfa += bp; break;
+    case CFI_DEREF:
+      cfa += bp;
+      if (cfa < sp || cfa > hi || (cfa & 7)) return bt_unw(caller, out, max);
+      cfa = *(uintptr_t *)cfa;
+      break;
+    case CFI_END: return n;
+    default: return bt_unw(caller, out, max);
+    }
+    uintptr_t ra_at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 8));
+    uintptr_t bp_at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 16));
+    if (cfa <= sp || cfa > hi || (cfa & 7) || ra_at < sp || ra_at > hi)
+      return bt_unw(caller, out, max);
+    if (r & 8) {
+      if (bp_at < sp || bp_at > hi) return bt_unw(caller, out, max);
+      bp = *(uintptr_t *)bp_at;
+    }
+    pc = *(uintptr_t *)ra_at;
+    sp = cfa;
+    if (pc == 0) break;
+    out[n++] = (void *)pc;
+  }
+  return n;
+}
+
 unsigned prof_bt_capture(prof_tdata_t *td, const void *caller, void **out,
                          unsigned max) {
+  if (opt_prof_unwind == PROF_UNWIND_DWARF) return bt_dwarf(td, caller, out, max);
   if (opt_prof_unwind == PROF_UNWIND_FP) return bt_fp(td, caller, out, max);
   return bt_unw(caller, out, max);
 }

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-static const char *const unwind_choices[] = {"libunwind", "fp", NULL};
+static const char *const unwind_choices[] = {"dwarf", "libunwind", "fp", NULL};
 static const char *const format_choices[] = {"gperftools", "jemalloc", NULL};
 
 const conf_entry_t prof_conf_entries[] = {
@@ -30,7 +30,7 @@ const conf_entry_t prof_conf_entries[] = {
     {"prof_prefix", CONF_STR, opt_prof_prefix, 0, 0, NULL, PROF_PREFIX_MAX,
      "file name prefix of automatic dumps; empty turns them off"},
     {"prof_unwind", CONF_ENUM, &opt_prof_unwind, 0, 0, unwind_choices, 0,
-     "backtraces: libunwind (DWARF) or fp (frame pointers, fast)"},
+     "backtraces: dwarf (cached DWARF rules), libunwind or fp (frame pointers)"},
     {"prof_depth", CONF_UNSIGNED, &opt_prof_depth, 1, PROF_DEPTH_MAX, NULL, 0,
      "maximum frames per backtrace"},
     {"prof_format", CONF_ENUM, &opt_prof_format, 0, 0, format_choices, 0,

@@ -37,7 +37,7 @@
 #define PROF_LG_MAX 62
 #define PROF_FP 10           /* fixed-point bits of the unbiased counts */
 
-enum { PROF_UNWIND_LIBUNWIND = 0, PROF_UNWIND_FP = 1 };
+enum { PROF_UNWIND_DWARF = 0, PROF_UNWIND_LIBUNWIND = 1, PROF_UNWIND_FP = 2 };
 enum { PROF_FORMAT_GPERFTOOLS = 0, PROF_FORMAT_JEMALLOC = 1 };
 
 /* ---- options (NALLOC_CONF; rows in prof_ctl.c) --------------------------- */
@@ -106,6 +106,7 @@ typedef struct prof_tdata_s {
   uintptr_t stk_lo, stk_hi;         /* stack mapping, for the fp walker */
   uintptr_t code_seen[64];          /* fp walker: return addresses known to
                                        be code (direct-mapped by address) */
+  uintptr_t code_bad;               /* fp walker: the last one that was not */
   prof_tctx_t **tab;                /* owner-private bt -> tctx hash */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
@@ -134,6 +135,20 @@ void prof_bt_prime(void);
 void prof_bt_prefork(void);
 void prof_bt_postfork_parent(void);
 void prof_bt_postfork_child(void);
+
+/* ---- prof_cfi.c --------------------------------------------------------- */
+/* A cached rule for leaving the frame that return address pc is in:
+ *   bits 0-2   kind: CFA = rsp + off, rbp + off, or *(rbp + off); END (the
+ *              outermost frame: return address undefined); OTHER (not
+ *              expressible here: ask libunwind)
+ *   bit  3     rbp was saved, at CFA + 8 * (int8_t)bits 16-23
+ *   bits 8-15  the return address is at CFA + 8 * (int8_t)this
+ *   bits 32-63 off (int32_t) */
+enum { CFI_RSP = 1, CFI_RBP = 2, CFI_DEREF = 3, CFI_END = 4, CFI_OTHER = 5 };
+uint64_t prof_cfi_rule(uintptr_t pc);
+void prof_cfi_prefork(void);
+void prof_cfi_postfork_parent(void);
+void prof_cfi_postfork_child(void);
 
 /* ---- prof_data.c -------------------------------------------------------- */
 prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);

@@ -173,7 +173,7 @@ int child(const char *mode) {
     const char *s = NULL;
     sz = sizeof s;
     CHECK(nalloc_ctl("opt.prof_unwind", &s, &sz, NULL, 0) == 0);
-    CHECK(!strcmp(s, "libunwind"));
+    CHECK(!strcmp(s, "dwarf"));
     CHECK(nalloc_ctl("opt.prof_format", &s, &sz, NULL, 0) == 0);
     CHECK(!strcmp(s, "gperftools"));
     unsigned depth = 0;
