@@ -122,15 +122,14 @@ static void prof_slot_record(void *p, void *tctx, size_t size) {
       /* frees in this span now look for samples */
       atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
     }
-    ps[sc_slot_of(s->cls, (uintptr_t)p - s->start)] = (prof_slot_t){tctx, size};
+    ps[span_slot_index(s, p)] = (prof_slot_t){tctx, size};
   }
-  prof_sample_commit(tsd_get(), tctx, size);
 }
 
 /* The profile slot of p in s, or NULL while nothing in s was sampled. */
 static prof_slot_t *prof_slot_of(span_t *s, const void *p) {
   prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
-  if (ps != NULL && s->kind == SPAN_SMALL) ps += sc_slot_of(s->cls, (uintptr_t)p - s->start);
+  if (ps != NULL && s->kind == SPAN_SMALL) ps += span_slot_index(s, p);
   return ps;
 }
 
@@ -200,12 +199,15 @@ void *malloc_slow(size_t size, size_t align, bool zero, const void *caller) {
     if (!opt_prof) {
       tsd->prof_countdown = INT64_MAX;
     } else if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL) {
-      tsd->prof_countdown = prof_next_wait(tsd);
-      tctx = prof_sample_prepare(tsd, size, caller);
+      /* our frame: the profiler's search for `caller` starts here */
+      tctx = prof_sample(tsd, size, caller, __builtin_frame_address(0));
     }
   }
   void *p = alloc_core(tsd, size, align, zero);
-  if (unlikely(tctx != NULL) && p != NULL) prof_slot_record(p, tctx, size);
+  if (unlikely(tctx != NULL)) {
+    if (p != NULL) prof_slot_record(p, tctx, size);
+    else prof_sample_cancel(tsd, tctx, size);
+  }
   return p;
 }
 
@@ -236,13 +238,23 @@ static span_t *span_checked(const char *fn, void *p, span_t *s) {
  * small, which the kind checks below catch). */
 void free_checked(void *p, span_t *s) {
   uint8_t kind = s->kind;
-  if (kind == SPAN_LARGE && (uintptr_t)p == s->start) {
+  if (unlikely(kind != SPAN_SMALL)) {
+    if (kind != SPAN_LARGE || (uintptr_t)p != s->start) bad_pointer("free", p);
     prof_slot_release(s, p);
     arena_free_large(s);
     return;
   }
-  if (unlikely(kind != SPAN_SMALL)) bad_pointer("free", p);
-  prof_slot_release(s, p);
+  /* A small span lands here when something in it was sampled (or the
+   * thread's cache is full or off): only a sampled block has a tctx. */
+  prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
+  if (ps != NULL) {
+    ps += span_slot_index(s, p);
+    void *tctx = ps->tctx;
+    if (tctx != NULL) {
+      ps->tctx = NULL;
+      prof_sample_free(tctx, ps->size);
+    }
+  }
   tcache_t *tc = tsd_get()->tcache;
   tbin_t *b = &tc->bins[s->cls];
   if (b->max == 0) {

@@ -74,22 +74,6 @@ int64_t prof_next_wait(tsd_t *tsd) {
   return w;
 }
 
-void *prof_sample_prepare(tsd_t *tsd, size_t size, const void *caller) {
-  (void)size;
-  if (tsd->reentrant != 0 || tsd->state != TSD_NOMINAL) return NULL;
-  if (!atomic_load_explicit(&prof_active, memory_order_relaxed)) return NULL;
-  prof_tdata_t *td = tsd->prof_tdata;
-  if (unlikely(td == NULL || atomic_load_explicit(&td->expired, memory_order_relaxed)))
-    td = prof_tdata_get(tsd, true);
-  if (td == NULL || !td->active) return NULL;
-  void *pcs[PROF_DEPTH_MAX];
-  tsd->reentrant++;
-  unsigned n = prof_bt_capture(td, caller, pcs, opt_prof_depth);
-  prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
-  tsd->reentrant--;
-  return t;
-}
-
 /* Owner-only counter update: relaxed load + store, no locked instruction
  * (the dump reads these with relaxed loads; see prof_tctx_read). */
 #define OWN_ADD(a, d)                                                  \
@@ -98,8 +82,29 @@ void *prof_sample_prepare(tsd_t *tsd, size_t size, const void *caller) {
                                   (d),                                 \
                         memory_order_relaxed)
 
-void prof_sample_commit(tsd_t *tsd, void *tctx, size_t size) {
-  prof_tctx_t *t = tctx;
+/* One call per sampled allocation, so that an exact profile pays for one
+ * call and one stack walk, not a chain of them. */
+void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
+                  const void *frame) {
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (likely(td != NULL) && td->lg == 0 && opt_lg_prof_interval < 0 &&
+      !atomic_load_explicit(&td->expired, memory_order_relaxed)) {
+    tsd->prof_countdown = -1; /* exact: nothing to draw, nothing to count */
+  } else {
+    tsd->prof_countdown = prof_next_wait(tsd);
+    td = tsd->prof_tdata;
+    if (unlikely(td == NULL ||
+                 atomic_load_explicit(&td->expired, memory_order_relaxed)))
+      td = prof_tdata_get(tsd, true);
+    if (td == NULL) return NULL;
+  }
+  if (!atomic_load_explicit(&prof_active, memory_order_relaxed) ||
+      !atomic_load_explicit(&td->active, memory_order_relaxed))
+    return NULL;
+  tsd->reentrant++;
+  prof_tctx_t *t = prof_bt_tctx(td, caller, frame);
+  tsd->reentrant--;
+  if (t == NULL) return NULL;
   OWN_ADD(t->own[C_OBJS], 1);
   OWN_ADD(t->own[C_BYTES], size);
   OWN_ADD(t->accum[C_OBJS], 1);
@@ -118,21 +123,47 @@ void prof_sample_commit(tsd_t *tsd, void *tctx, size_t size) {
     prof_gdump_account(tsd, est);
   if (unlikely(atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed)))
     prof_triggers_run_pending(tsd);
+  return t;
+}
+
+void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
+  prof_tctx_t *t = tctx;
+  prof_sample_free(tctx, size);
+  if (t->tdata != tsd->prof_tdata) return; /* reset meanwhile: let it be */
+  OWN_ADD(t->accum[C_OBJS], -(uint64_t)1);
+  OWN_ADD(t->accum[C_BYTES], -(uint64_t)size);
+  if (t->lg != 0) {
+    uint64_t uo, ub;
+    prof_unbias_one(size, t->lg, &uo, &ub);
+    OWN_ADD(t->accum[C_UOBJS], -uo);
+    OWN_ADD(t->accum[C_UBYTES], -ub);
+  }
 }
 
 void prof_sample_free(void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
   tsd_t *tsd = tsd_get();
-  uint64_t uo = 0, ub = 0;
-  if (t->lg != 0) prof_unbias_one(size, t->lg, &uo, &ub);
-  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-    prof_gdump_account(tsd, -(int64_t)(t->lg != 0 ? ub : size));
-  if (t->tdata == tsd->prof_tdata) {
-    OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
-    if (t->lg != 0) { /* exact mode keeps no unbiased counts */
-      OWN_ADD(t->own[C_UOBJS], -uo);
-      OWN_ADD(t->own[C_UBYTES], -ub);
+  bool own = t->tdata == tsd->prof_tdata;
+  if (likely(t->lg == 0)) { /* exact mode keeps no unbiased counts */
+    if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
+      prof_gdump_account(tsd, -(int64_t)size);
+    if (likely(own)) {
+      OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
+      OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
+      return;
     }
+    atomic_fetch_add_explicit(&t->remote[C_BYTES], size, memory_order_release);
+    atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
+    return;
+  }
+  uint64_t uo, ub;
+  prof_unbias_one(size, t->lg, &uo, &ub);
+  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
+    prof_gdump_account(tsd, -(int64_t)ub);
+  if (own) {
+    OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
+    OWN_ADD(t->own[C_UOBJS], -uo);
+    OWN_ADD(t->own[C_UBYTES], -ub);
     OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
     return;
   }
@@ -140,10 +171,8 @@ void prof_sample_free(void *tctx, size_t size) {
    * by prof.reset). The object count goes last: once a dump sees a dead
    * tdata at zero objects it may free it, and this must be our last touch. */
   atomic_fetch_add_explicit(&t->remote[C_BYTES], size, memory_order_release);
-  if (t->lg != 0) {
-    atomic_fetch_add_explicit(&t->remote[C_UOBJS], uo, memory_order_release);
-    atomic_fetch_add_explicit(&t->remote[C_UBYTES], ub, memory_order_release);
-  }
+  atomic_fetch_add_explicit(&t->remote[C_UOBJS], uo, memory_order_release);
+  atomic_fetch_add_explicit(&t->remote[C_UBYTES], ub, memory_order_release);
   atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
 }
 

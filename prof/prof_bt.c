@@ -171,12 +171,14 @@ void prof_bt_postfork_child(void) {
 
 /* Finds the frame of the nalloc entry point that `caller` called (the
  * frame whose return address is `caller`). Only nalloc's own frames sit
- * between here and there, and nalloc is built with frame pointers, so this
- * takes a few steps. Also sets the thread's stack bounds. */
+ * between `frame` (one of our callers) and there, and nalloc is built with
+ * frame pointers, so this takes a step or two. Also sets the thread's
+ * stack bounds. */
 static NALLOC_ALWAYS_INLINE bool bt_entry_frame(prof_tdata_t *td,
                                                 const void *caller,
+                                                const void *frame,
                                                 uintptr_t *entry) {
-  uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+  uintptr_t fp = (uintptr_t)frame;
   if (fp < td->stk_lo || fp >= td->stk_hi) {
     if (!stack_bounds(fp, &td->stk_lo, &td->stk_hi)) {
       td->stk_lo = td->stk_hi = 0;
@@ -197,10 +199,11 @@ static NALLOC_ALWAYS_INLINE bool bt_entry_frame(prof_tdata_t *td,
 }
 
 static NALLOC_NOINLINE unsigned bt_fp(prof_tdata_t *td, const void *caller,
-                                      void **out, unsigned max) {
+                                      const void *frame, void **out,
+                                      unsigned max) {
   uintptr_t fp;
   out[0] = (void *)caller;
-  if (!bt_entry_frame(td, caller, &fp)) return 1;
+  if (!bt_entry_frame(td, caller, frame, &fp)) return 1;
   const uintptr_t hi = td->stk_hi;
   unsigned n = 1;
   /* The entry frame's saved rbp is the caller's frame, if it keeps one. */
@@ -247,50 +250,104 @@ static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
  * saved them (rsp = the entry frame's CFA, rbp = its saved rbp). Every
  * address read is checked to lie in the thread's stack above rsp; any
  * frame the rules cannot express, or any check that fails, hands the
- * whole stack to libunwind, so the result is always libunwind's. */
+ * whole stack to libunwind, so the result is always libunwind's.
+ *
+ * The walk is a function of (caller, rsp, rbp) and of the stack words it
+ * reads, so it also writes down each word's address and value in `w`:
+ * while they are unchanged, so is the stack (prof_bt_tctx). */
 static NALLOC_NOINLINE unsigned bt_dwarf(prof_tdata_t *td, const void *caller,
-                                         void **out, unsigned max) {
-  uintptr_t fp;
-  if (!bt_entry_frame(td, caller, &fp)) return bt_unw(caller, out, max);
-  const uintptr_t hi = td->stk_hi - 8;
-  uintptr_t pc = (uintptr_t)caller, sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-  unsigned n = 0;
-  out[n++] = (void *)pc;
-  while (n < max) {
+                                         uintptr_t sp, uintptr_t bp,
+                                         void **out, unsigned max,
+                                         prof_walk_t *w) {
+  const uintptr_t hi = td->stk_hi;
+  uintptr_t pc = (uintptr_t)caller;
+  unsigned n = 0, k = 0;
+#define READ(where, dst)                                     \
+  do {                                                       \
+    uintptr_t a_ = (where), v_ = *(uintptr_t *)a_;           \
+    if (k < PROF_WALK_WORDS) w->word[k] = (prof_walk_word_t){a_, v_}; \
+    k++;                                                     \
+    (dst) = v_;                                              \
+  } while (0)
+  for (;;) {
+    out[n] = (void *)pc;
+    if (++n == max) break;
     uint64_t r = prof_cfi_rule(pc);
     uintptr_t cfa = (uintptr_t)(intptr_t)(int32_t)(r >> 32);
-    switch (r & 7) {
-    case CFI_RSP: cfa += sp; break;
-    case CFI_RBP: cfa += bp; break;
-    case CFI_DEREF:
+    unsigned kind = r & 7;
+    if (likely(kind <= CFI_RBP)) {
+      cfa += kind == CFI_RBP ? bp : sp;
+    } else if (kind == CFI_DEREF) {
       cfa += bp;
-      if (cfa < sp || cfa > hi || (cfa & 7)) return bt_unw(caller, out, max);
-      cfa = *(uintptr_t *)cfa;
+      if (cfa < sp || cfa >= hi || (cfa & 7)) goto other;
+      READ(cfa, cfa);
+    } else if (kind == CFI_END) {
       break;
-    case CFI_END: return n;
-    default: return bt_unw(caller, out, max);
+    } else {
+      goto other;
     }
-    uintptr_t ra_at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 8));
-    uintptr_t bp_at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 16));
-    if (cfa <= sp || cfa > hi || (cfa & 7) || ra_at < sp || ra_at > hi)
-      return bt_unw(caller, out, max);
+    /* sp < cfa <= hi, 8-aligned: so cfa - 8 is in the stack */
+    if (unlikely(cfa - sp - 8 > hi - sp - 8 || (cfa & 7))) goto other;
     if (r & 8) {
-      if (bp_at < sp || bp_at > hi) return bt_unw(caller, out, max);
-      bp = *(uintptr_t *)bp_at;
+      uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 16));
+      if (unlikely(at < sp)) goto other;
+      READ(at, bp);
     }
-    pc = *(uintptr_t *)ra_at;
+    READ(cfa - 8, pc);
     sp = cfa;
     if (pc == 0) break;
-    out[n++] = (void *)pc;
   }
+#undef READ
+  w->nwords = k <= PROF_WALK_WORDS ? k : PROF_WALK_NONE;
   return n;
+other:
+  w->nwords = PROF_WALK_NONE;
+  return bt_unw(caller, out, max);
 }
 
-unsigned prof_bt_capture(prof_tdata_t *td, const void *caller, void **out,
-                         unsigned max) {
-  if (opt_prof_unwind == PROF_UNWIND_DWARF) return bt_dwarf(td, caller, out, max);
-  if (opt_prof_unwind == PROF_UNWIND_FP) return bt_fp(td, caller, out, max);
-  return bt_unw(caller, out, max);
+/* A stack the thread's recent walks do not know: walk it, look it up,
+ * and remember the walk in `w`. */
+static NALLOC_NOINLINE prof_tctx_t *bt_walk_new(prof_tdata_t *td,
+                                                const void *caller,
+                                                uintptr_t sp, uintptr_t bp,
+                                                prof_walk_t *w) {
+  void *pcs[PROF_DEPTH_MAX];
+  unsigned n = bt_dwarf(td, caller, sp, bp, pcs, opt_prof_depth, w);
+  prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
+  w->pc = (uintptr_t)caller;
+  w->sp = sp;
+  w->bp = bp;
+  w->tctx = w->nwords != PROF_WALK_NONE ? t : NULL;
+  return t;
+}
+
+static NALLOC_NOINLINE prof_tctx_t *bt_other(prof_tdata_t *td,
+                                             const void *caller,
+                                             const void *frame) {
+  void *pcs[PROF_DEPTH_MAX];
+  unsigned n = opt_prof_unwind == PROF_UNWIND_FP
+                   ? bt_fp(td, caller, frame, pcs, opt_prof_depth)
+                   : bt_unw(caller, pcs, opt_prof_depth);
+  return prof_tctx_lookup(td, pcs, n);
+}
+
+prof_tctx_t *prof_bt_tctx(prof_tdata_t *td, const void *caller,
+                          const void *frame) {
+  uintptr_t fp;
+  if (opt_prof_unwind != PROF_UNWIND_DWARF ||
+      !bt_entry_frame(td, caller, frame, &fp))
+    return bt_other(td, caller, frame);
+  uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
+  prof_walk_t *w = &td->walks[((uintptr_t)caller ^ (sp >> 4)) % PROF_WALKS];
+  /* The same call site at the same depth, the same rbp, and the same
+   * words on the stack: the same walk, without taking a step. */
+  if (w->tctx != NULL && w->pc == (uintptr_t)caller && w->sp == sp &&
+      w->bp == bp) {
+    const prof_walk_word_t *x = w->word, *end = x + w->nwords;
+    while (x < end && *(const uintptr_t *)x->addr == x->val) x++;
+    if (x == end) return w->tctx;
+  }
+  return bt_walk_new(td, caller, sp, bp, w);
 }
 
 /* libunwind sets up its caches (and may allocate) on first use; doing it

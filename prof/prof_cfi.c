@@ -31,35 +31,19 @@
 
 /* ---- the cache ---------------------------------------------------------- */
 
-typedef struct {
-  _Atomic uintptr_t key; /* return address; 0: empty */
-  _Atomic uint64_t rule;
-} cfi_slot_t;
-
-typedef struct {
-  size_t mask;
-  size_t n;
-  cfi_slot_t slot[];
-} cfi_tab_t;
-
-static _Atomic(cfi_tab_t *) cfi_tab;
+_Atomic(prof_cfi_tab_t *) prof_cfi_tab;
 static nlock_t cfi_lock = NLOCK_INITIALIZER; /* inserts and growth */
-
-static inline size_t cfi_hash(uintptr_t pc) {
-  uint64_t h = (uint64_t)pc * 0x9e3779b97f4a7c15ull;
-  return (size_t)(h >> 32);
-}
 
 static uint64_t cfi_compute(uintptr_t pc);
 
-static cfi_tab_t *tab_new(size_t cap) {
-  cfi_tab_t *t = base_alloc(sizeof *t + cap * sizeof(cfi_slot_t));
+static prof_cfi_tab_t *tab_new(size_t cap) {
+  prof_cfi_tab_t *t = base_alloc(sizeof *t + cap * sizeof(prof_cfi_slot_t));
   if (t != NULL) t->mask = cap - 1;
   return t;
 }
 
-static void tab_put(cfi_tab_t *t, uintptr_t pc, uint64_t rule) {
-  size_t i = cfi_hash(pc) & t->mask;
+static void tab_put(prof_cfi_tab_t *t, uintptr_t pc, uint64_t rule) {
+  size_t i = prof_cfi_hash(pc) & t->mask;
   while (atomic_load_explicit(&t->slot[i].key, memory_order_relaxed) != 0)
     i = (i + 1) & t->mask;
   atomic_store_explicit(&t->slot[i].rule, rule, memory_order_relaxed);
@@ -72,12 +56,12 @@ static void tab_put(cfi_tab_t *t, uintptr_t pc, uint64_t rule) {
  * A table that passes half full is replaced by one twice the size; the old
  * one is left in place for readers that still hold it (the tables form a
  * geometric series, so this at most doubles the memory). */
-static NALLOC_NOINLINE uint64_t cfi_miss(uintptr_t pc) {
+NALLOC_NOINLINE uint64_t prof_cfi_miss(uintptr_t pc) {
   uint64_t rule = cfi_compute(pc);
   nlock_lock(&cfi_lock);
-  cfi_tab_t *t = atomic_load_explicit(&cfi_tab, memory_order_relaxed);
+  prof_cfi_tab_t *t = atomic_load_explicit(&prof_cfi_tab, memory_order_relaxed);
   if (t == NULL || (t->n + 1) * 2 > t->mask + 1) {
-    cfi_tab_t *nt = tab_new(t == NULL ? 4096 : (t->mask + 1) * 2);
+    prof_cfi_tab_t *nt = tab_new(t == NULL ? 4096 : (t->mask + 1) * 2);
     if (nt == NULL) {
       nlock_unlock(&cfi_lock);
       return rule; /* no memory: answer without caching */
@@ -87,10 +71,10 @@ static NALLOC_NOINLINE uint64_t cfi_miss(uintptr_t pc) {
       if (k != 0)
         tab_put(nt, k, atomic_load_explicit(&t->slot[i].rule, memory_order_relaxed));
     }
-    atomic_store_explicit(&cfi_tab, nt, memory_order_release);
+    atomic_store_explicit(&prof_cfi_tab, nt, memory_order_release);
     t = nt;
   }
-  size_t i = cfi_hash(pc) & t->mask;
+  size_t i = prof_cfi_hash(pc) & t->mask;
   for (;; i = (i + 1) & t->mask) {
     uintptr_t k = atomic_load_explicit(&t->slot[i].key, memory_order_relaxed);
     if (k == pc) break; /* another thread got here first */
@@ -101,19 +85,6 @@ static NALLOC_NOINLINE uint64_t cfi_miss(uintptr_t pc) {
   }
   nlock_unlock(&cfi_lock);
   return rule;
-}
-
-uint64_t prof_cfi_rule(uintptr_t pc) {
-  cfi_tab_t *t = atomic_load_explicit(&cfi_tab, memory_order_acquire);
-  if (likely(t != NULL)) {
-    for (size_t i = cfi_hash(pc) & t->mask;; i = (i + 1) & t->mask) {
-      uintptr_t k = atomic_load_explicit(&t->slot[i].key, memory_order_acquire);
-      if (likely(k == pc))
-        return atomic_load_explicit(&t->slot[i].rule, memory_order_relaxed);
-      if (k == 0) break;
-    }
-  }
-  return cfi_miss(pc);
 }
 
 void prof_cfi_prefork(void) { nlock_prefork(&cfi_lock); }
@@ -435,12 +406,13 @@ static uint64_t cfi_pack(const cfi_state_t *st) {
   else if (st->cfa_reg == R_RBP) kind = CFI_RBP;
   else if (st->cfa_reg == 0xff) kind = CFI_DEREF;
   else return CFI_OTHER;
-  int64_t ra = st->ra_off, bp = st->rbp == RULE_OFFSET ? st->rbp_off : 0;
-  if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX || (ra & 7) ||
-      (bp & 7) || ra < -1024 || ra > 1016 || bp < -1024 || bp > 1016)
+  /* The walker relies on these two shapes (x86-64 code has no others):
+   * the return address just below the CFA, rbp saved below it. */
+  int64_t bp = st->rbp == RULE_OFFSET ? st->rbp_off : -16;
+  if (st->ra_off != -8 || st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX ||
+      (bp & 7) || bp < -1024 || bp > -16)
     return CFI_OTHER;
   return kind | (uint64_t)(st->rbp == RULE_OFFSET) << 3 |
-         (uint64_t)(uint8_t)(int8_t)(ra / 8) << 8 |
          (uint64_t)(uint8_t)(int8_t)(bp / 8) << 16 |
          (uint64_t)(uint32_t)(int32_t)st->cfa_off << 32;
 }

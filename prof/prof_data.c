@@ -114,6 +114,7 @@ static void tdata_free_tab(prof_tdata_t *td) {
   td->tab = NULL;
   td->tab_cap = td->tab_n = 0;
   td->last = NULL;
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].tctx = NULL;
 }
 
 /* A new tdata for this thread; `old` (expired by prof.reset) passes on its

@@ -3,11 +3,11 @@
  *
  * Flow of a sampled allocation (alloc/ side, in the malloc slow path taken
  * when tsd->prof_countdown goes negative):
- *   tsd->prof_countdown = prof_next_wait(tsd);
- *   tctx = prof_sample_prepare(tsd, size, caller);   NULL: do not record
+ *   tctx = prof_sample(tsd, size, caller, frame); sets the next countdown;
+ *                                           NULL: do not record
  *   p = ...allocate as usual...
- *   if (tctx) { store (tctx, size) in p's span metadata;
- *               prof_sample_commit(tsd, tctx, size); }
+ *   if (tctx) { p ? store (tctx, size) in p's span metadata
+ *                 : prof_sample_cancel(tsd, tctx, size); }
  * and of its free (any thread): alloc/ finds (tctx, size) in the span,
  * clears it, then calls prof_sample_free(tctx, size).
  * realloc samples the new object before it frees the old one. */
@@ -33,13 +33,17 @@ void prof_boot_late(void);
  * malloc(0) and malloc(1) included. [prof: was "1", which would have let
  * malloc(1) through with alloc's `< 0` test; doc-only change.] */
 int64_t prof_next_wait(tsd_t *tsd);
-/* Captures the backtrace (frame 0 = return address in the caller of the
- * public entry point, `caller`) and returns the tctx to charge, or NULL
- * when this allocation must not be recorded (inactive, reentrant, out of
- * metadata memory). Does not change counters. */
-void *prof_sample_prepare(tsd_t *tsd, size_t size, const void *caller);
-/* Adds one object of `size` requested bytes to tctx. */
-void prof_sample_commit(tsd_t *tsd, void *tctx, size_t size);
+/* Sets the thread's next countdown; then captures the backtrace (frame
+ * 0 = return address in the caller of the public entry point, `caller`)
+ * and counts one object of `size` requested bytes against it. `frame` is
+ * the frame pointer of a nalloc function between caller and here (a short
+ * cut for finding caller's frame). Returns the
+ * tctx to store with the object, or NULL when this allocation is not
+ * recorded (inactive, out of metadata memory). */
+void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
+                  const void *frame);
+/* The allocation prof_sample counted failed: takes it back out. */
+void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size);
 /* Subtracts one object of `size` bytes from tctx; any thread may call. */
 void prof_sample_free(void *tctx, size_t size);
 

@@ -92,6 +92,21 @@ typedef struct prof_tctx_s {
   _Atomic uint64_t remote[C_N]; /* freed by other threads (fetch_add) */
 } prof_tctx_t;
 
+/* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
+ * read, so that the same stack can be recognised by re-reading them. */
+#define PROF_WALKS 4
+#define PROF_WALK_WORDS 48
+#define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
+typedef struct {
+  uintptr_t addr, val;
+} prof_walk_word_t;
+typedef struct {
+  uintptr_t pc, sp, bp;
+  struct prof_tctx_s *tctx; /* NULL: empty */
+  unsigned nwords;
+  prof_walk_word_t word[PROF_WALK_WORDS];
+} prof_walk_t;
+
 typedef struct prof_tdata_s {
   struct prof_tdata_s *next, *prev; /* tdatas list (prof_tdatas_lock) */
   uint64_t uid;                     /* tN in the jemalloc format */
@@ -110,6 +125,7 @@ typedef struct prof_tdata_s {
   prof_tctx_t **tab;                /* owner-private bt -> tctx hash */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
+  prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
   size_t tab_cap, tab_n;
   _Atomic(prof_tctx_t *) tctxs;     /* every tctx, newest first */
   _Atomic size_t ntctx;
@@ -129,8 +145,10 @@ void prof_invert(uint64_t uobjs, uint64_t ubytes, unsigned lg, uint64_t *n,
                  uint64_t *b);
 
 /* ---- prof_bt.c ---------------------------------------------------------- */
-unsigned prof_bt_capture(prof_tdata_t *td, const void *caller, void **out,
-                         unsigned max);
+/* The tctx of the current stack (NULL: out of metadata memory). `frame`:
+ * a frame pointer of nalloc's between `caller` and here. */
+prof_tctx_t *prof_bt_tctx(prof_tdata_t *td, const void *caller,
+                          const void *frame);
 void prof_bt_prime(void);
 void prof_bt_prefork(void);
 void prof_bt_postfork_parent(void);
@@ -141,11 +159,38 @@ void prof_bt_postfork_child(void);
  *   bits 0-2   kind: CFA = rsp + off, rbp + off, or *(rbp + off); END (the
  *              outermost frame: return address undefined); OTHER (not
  *              expressible here: ask libunwind)
- *   bit  3     rbp was saved, at CFA + 8 * (int8_t)bits 16-23
- *   bits 8-15  the return address is at CFA + 8 * (int8_t)this
- *   bits 32-63 off (int32_t) */
+ *   bit  3     rbp was saved, at CFA + 8 * (int8_t)bits 16-23 (< 0)
+ *   bits 32-63 off (int32_t)
+ * The return address is always at CFA - 8 (other rules are OTHER). */
 enum { CFI_RSP = 1, CFI_RBP = 2, CFI_DEREF = 3, CFI_END = 4, CFI_OTHER = 5 };
-uint64_t prof_cfi_rule(uintptr_t pc);
+typedef struct {
+  _Atomic uintptr_t key; /* return address; 0: empty */
+  _Atomic uint64_t rule;
+} prof_cfi_slot_t;
+typedef struct {
+  size_t mask, n;
+  prof_cfi_slot_t slot[];
+} prof_cfi_tab_t;
+extern _Atomic(prof_cfi_tab_t *) prof_cfi_tab;
+uint64_t prof_cfi_miss(uintptr_t pc);
+
+static inline size_t prof_cfi_hash(uintptr_t pc) {
+  return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15ull) >> 32);
+}
+
+/* Lock-free: a slot's rule is written before its key is published. */
+static NALLOC_ALWAYS_INLINE uint64_t prof_cfi_rule(uintptr_t pc) {
+  prof_cfi_tab_t *t = atomic_load_explicit(&prof_cfi_tab, memory_order_acquire);
+  if (likely(t != NULL)) {
+    for (size_t i = prof_cfi_hash(pc) & t->mask;; i = (i + 1) & t->mask) {
+      uintptr_t k = atomic_load_explicit(&t->slot[i].key, memory_order_acquire);
+      if (likely(k == pc))
+        return atomic_load_explicit(&t->slot[i].rule, memory_order_relaxed);
+      if (k == 0) break;
+    }
+  }
+  return prof_cfi_miss(pc);
+}
 void prof_cfi_prefork(void);
 void prof_cfi_postfork_parent(void);
 void prof_cfi_postfork_child(void);
