@@ -20,6 +20,9 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define NALLOC_EXPORT __attribute__((visibility("default")))
 #define NALLOC_NOINLINE __attribute__((noinline))
+/* For code that reads other frames' stack words (the unwinders): ASan
+ * poisons red zones between a frame's locals, which a stack walk may read. */
+#define NALLOC_NO_ASAN __attribute__((no_sanitize_address))
 #define NALLOC_ALWAYS_INLINE inline __attribute__((always_inline))
 
 #define LG_PAGE 12

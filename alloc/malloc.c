@@ -162,14 +162,17 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
   return NULL;
 }
 
-static void *alloc_core(tsd_t *tsd, size_t size, size_t align, bool zero) {
+/* `own_page`: serve a small request from a page run of its own, as the
+ * profiler asks for sampled blocks (see malloc_slow). */
+static void *alloc_core(tsd_t *tsd, size_t size, size_t align, bool zero,
+                        bool own_page) {
   if (unlikely(size > MAX_REQUEST || align > MAX_REQUEST)) {
     errno = ENOMEM;
     return NULL;
   }
   size_t csize = size;
   if (align > 16 && align <= PAGE) csize = size < align ? align : size;
-  if (csize <= SC_SMALL_MAX && align <= PAGE) {
+  if (csize <= SC_SMALL_MAX && align <= PAGE && !own_page) {
     unsigned cls = sc_index(csize);
     if (align > 16)
       while (sc_info[cls].size % align) cls++; /* powers of two are classes */
@@ -203,7 +206,12 @@ void *malloc_slow(size_t size, size_t align, bool zero, const void *caller) {
       tctx = prof_sample(tsd, size, caller, __builtin_frame_address(0));
     }
   }
-  void *p = alloc_core(tsd, size, align, zero);
+  /* A sampled block (one in thousands) gets a page run of its own, as in
+   * jemalloc: then no small span ever holds a sampled block, and free's
+   * fast path never has to ask whether a block was sampled. In exact
+   * mode every block is sampled, and they stay in small spans. */
+  bool own_page = tctx != NULL && !prof_tctx_exact(tctx);
+  void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
     if (p != NULL) prof_slot_record(p, tctx, size);
     else prof_sample_cancel(tsd, tctx, size);

@@ -126,6 +126,10 @@ void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   return t;
 }
 
+bool prof_tctx_exact(const void *tctx) {
+  return ((const prof_tctx_t *)tctx)->lg == 0;
+}
+
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
   prof_sample_free(tctx, size);

@@ -174,10 +174,9 @@ void prof_bt_postfork_child(void) {
  * between `frame` (one of our callers) and there, and nalloc is built with
  * frame pointers, so this takes a step or two. Also sets the thread's
  * stack bounds. */
-static NALLOC_ALWAYS_INLINE bool bt_entry_frame(prof_tdata_t *td,
-                                                const void *caller,
-                                                const void *frame,
-                                                uintptr_t *entry) {
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
+bt_entry_frame(prof_tdata_t *td, const void *caller, const void *frame,
+               uintptr_t *entry) {
   uintptr_t fp = (uintptr_t)frame;
   if (fp < td->stk_lo || fp >= td->stk_hi) {
     if (!stack_bounds(fp, &td->stk_lo, &td->stk_hi)) {
@@ -198,9 +197,9 @@ static NALLOC_ALWAYS_INLINE bool bt_entry_frame(prof_tdata_t *td,
   return false; /* lost our way inside nalloc */
 }
 
-static NALLOC_NOINLINE unsigned bt_fp(prof_tdata_t *td, const void *caller,
-                                      const void *frame, void **out,
-                                      unsigned max) {
+static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
+bt_fp(prof_tdata_t *td, const void *caller, const void *frame, void **out,
+      unsigned max) {
   uintptr_t fp;
   out[0] = (void *)caller;
   if (!bt_entry_frame(td, caller, frame, &fp)) return 1;
@@ -255,10 +254,9 @@ static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
  * The walk is a function of (caller, rsp, rbp) and of the stack words it
  * reads, so it also writes down each word's address and value in `w`:
  * while they are unchanged, so is the stack (prof_bt_tctx). */
-static NALLOC_NOINLINE unsigned bt_dwarf(prof_tdata_t *td, const void *caller,
-                                         uintptr_t sp, uintptr_t bp,
-                                         void **out, unsigned max,
-                                         prof_walk_t *w) {
+static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
+bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
+         void **out, unsigned max, prof_walk_t *w) {
   const uintptr_t hi = td->stk_hi;
   uintptr_t pc = (uintptr_t)caller;
   unsigned n = 0, k = 0;
@@ -331,8 +329,9 @@ static NALLOC_NOINLINE prof_tctx_t *bt_other(prof_tdata_t *td,
   return prof_tctx_lookup(td, pcs, n);
 }
 
-prof_tctx_t *prof_bt_tctx(prof_tdata_t *td, const void *caller,
-                          const void *frame) {
+NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx(prof_tdata_t *td,
+                                         const void *caller,
+                                         const void *frame) {
   uintptr_t fp;
   if (opt_prof_unwind != PROF_UNWIND_DWARF ||
       !bt_entry_frame(td, caller, frame, &fp))

@@ -239,7 +239,8 @@ static bool cie_parse(const uint8_t *p, cie_t *c) {
   if (r.bad || rd_fixed(&r, 4) != 0) return false; /* CIE id */
   uint8_t version = rd_u8(&r);
   const char *aug = (const char *)r.p;
-  size_t alen = strnlen(aug, (size_t)(r.end - r.p));
+  size_t alen = 0;
+  while (r.p + alen < r.end && aug[alen] != '\0') alen++;
   r.p += alen + 1;
   if (r.p > r.end || version < 1 || version > 4) return false;
   if (version == 4) r.p += 2; /* address and segment sizes */
