@@ -206,11 +206,12 @@ void *malloc_slow(size_t size, size_t align, bool zero, const void *caller) {
       tctx = prof_sample(tsd, size, caller, __builtin_frame_address(0));
     }
   }
-  /* A sampled block (one in thousands) gets a page run of its own, as in
-   * jemalloc: then no small span ever holds a sampled block, and free's
-   * fast path never has to ask whether a block was sampled. In exact
-   * mode every block is sampled, and they stay in small spans. */
-  bool own_page = tctx != NULL && !prof_tctx_exact(tctx);
+  /* A sampled block gets a page run of its own, as in jemalloc: then its
+   * span is large, small spans hold no sampled block, and free's fast
+   * path never has to ask whether a block was sampled. Only when samples
+   * are rare (a page per 64 KiB allocated at most); denser sampling, and
+   * exact mode, keep sampled blocks in small spans (per-slot records). */
+  bool own_page = tctx != NULL && prof_tctx_own_page(tctx);
   void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
     if (p != NULL) prof_slot_record(p, tctx, size);

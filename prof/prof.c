@@ -126,8 +126,8 @@ void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   return t;
 }
 
-bool prof_tctx_exact(const void *tctx) {
-  return ((const prof_tctx_t *)tctx)->lg == 0;
+bool prof_tctx_own_page(const void *tctx) {
+  return ((const prof_tctx_t *)tctx)->lg >= 16;
 }
 
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {

@@ -42,8 +42,8 @@ int64_t prof_next_wait(tsd_t *tsd);
  * recorded (inactive, out of metadata memory). */
 void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
                   const void *frame);
-/* True when tctx counts every allocation (lg_prof_sample 0). */
-bool prof_tctx_exact(const void *tctx);
+/* True when tctx samples one allocation in 2^16 bytes or rarer. */
+bool prof_tctx_own_page(const void *tctx);
 /* The allocation prof_sample counted failed: takes it back out. */
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size);
 /* Subtracts one object of `size` bytes from tctx; any thread may call. */
