@@ -84,8 +84,8 @@ int64_t prof_next_wait(tsd_t *tsd) {
 
 /* One call per sampled allocation, so that an exact profile pays for one
  * call and one stack walk, not a chain of them. */
-void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
-                  const void *frame) {
+NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
+                                 const void *frame) {
   prof_tdata_t *td = tsd->prof_tdata;
   if (likely(td != NULL) && td->lg == 0 && opt_lg_prof_interval < 0 &&
       !atomic_load_explicit(&td->expired, memory_order_relaxed)) {

@@ -253,19 +253,31 @@ static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
  *
  * The walk is a function of (caller, rsp, rbp) and of the stack words it
  * reads, so it also writes down each word's address and value in `w`:
- * while they are unchanged, so is the stack (prof_bt_tctx). */
+ * while they are unchanged, so is the stack (prof_bt_tctx). A saved rbp
+ * that no later rule uses (the rbp-based CFA of a frame built with frame
+ * pointers) cannot change the result, so its word is not kept: in code
+ * without frame pointers most frames save rbp as a plain register. */
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
 bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
          void **out, unsigned max, prof_walk_t *w) {
   const uintptr_t hi = td->stk_hi;
   uintptr_t pc = (uintptr_t)caller;
   unsigned n = 0, k = 0;
-#define READ(where, dst)                                     \
-  do {                                                       \
-    uintptr_t a_ = (where), v_ = *(uintptr_t *)a_;           \
-    if (k < PROF_WALK_WORDS) w->word[k] = (prof_walk_word_t){a_, v_}; \
-    k++;                                                     \
-    (dst) = v_;                                              \
+  bool need[PROF_WALK_WORDS];
+  unsigned bp_from = PROF_WALK_WORDS; /* the word bp came from, if kept */
+#define READ(where, dst, needed)                                      \
+  do {                                                                \
+    uintptr_t a_ = (where), v_ = *(uintptr_t *)a_;                    \
+    if (k < PROF_WALK_WORDS) {                                        \
+      w->word[k] = (prof_walk_word_t){a_, v_};                        \
+      need[k] = (needed);                                             \
+    }                                                                 \
+    k++;                                                              \
+    (dst) = v_;                                                       \
+  } while (0)
+#define USE_BP() \
+  do {           \
+    if (bp_from < PROF_WALK_WORDS) need[bp_from] = true; \
   } while (0)
   for (;;) {
     out[n] = (void *)pc;
@@ -273,12 +285,16 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
     uint64_t r = prof_cfi_rule(pc);
     uintptr_t cfa = (uintptr_t)(intptr_t)(int32_t)(r >> 32);
     unsigned kind = r & 7;
-    if (likely(kind <= CFI_RBP)) {
-      cfa += kind == CFI_RBP ? bp : sp;
+    if (likely(kind == CFI_RSP)) {
+      cfa += sp;
+    } else if (kind == CFI_RBP) {
+      USE_BP();
+      cfa += bp;
     } else if (kind == CFI_DEREF) {
+      USE_BP();
       cfa += bp;
       if (cfa < sp || cfa >= hi || (cfa & 7)) goto other;
-      READ(cfa, cfa);
+      READ(cfa, cfa, true);
     } else if (kind == CFI_END) {
       break;
     } else {
@@ -289,14 +305,23 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
     if (r & 8) {
       uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 16));
       if (unlikely(at < sp)) goto other;
-      READ(at, bp);
+      bp_from = k;
+      READ(at, bp, false);
     }
-    READ(cfa - 8, pc);
+    READ(cfa - 8, pc, true);
     sp = cfa;
     if (pc == 0) break;
   }
 #undef READ
-  w->nwords = k <= PROF_WALK_WORDS ? k : PROF_WALK_NONE;
+#undef USE_BP
+  if (k > PROF_WALK_WORDS) {
+    w->nwords = PROF_WALK_NONE;
+    return n;
+  }
+  unsigned kept = 0;
+  for (unsigned i = 0; i < k; i++)
+    if (need[i]) w->word[kept++] = w->word[i];
+  w->nwords = kept;
   return n;
 other:
   w->nwords = PROF_WALK_NONE;
@@ -329,23 +354,16 @@ static NALLOC_NOINLINE prof_tctx_t *bt_other(prof_tdata_t *td,
   return prof_tctx_lookup(td, pcs, n);
 }
 
-NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx(prof_tdata_t *td,
-                                         const void *caller,
-                                         const void *frame) {
+NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
+                                              const void *caller,
+                                              const void *frame) {
   uintptr_t fp;
   if (opt_prof_unwind != PROF_UNWIND_DWARF ||
       !bt_entry_frame(td, caller, frame, &fp))
     return bt_other(td, caller, frame);
   uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-  prof_walk_t *w = &td->walks[((uintptr_t)caller ^ (sp >> 4)) % PROF_WALKS];
-  /* The same call site at the same depth, the same rbp, and the same
-   * words on the stack: the same walk, without taking a step. */
-  if (w->tctx != NULL && w->pc == (uintptr_t)caller && w->sp == sp &&
-      w->bp == bp) {
-    const prof_walk_word_t *x = w->word, *end = x + w->nwords;
-    while (x < end && *(const uintptr_t *)x->addr == x->val) x++;
-    if (x == end) return w->tctx;
-  }
+  prof_walk_t *w = prof_walk_slot(td, caller, sp);
+  if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp)) return w->tctx;
   return bt_walk_new(td, caller, sp, bp, w);
 }
 

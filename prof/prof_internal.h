@@ -147,8 +147,50 @@ void prof_invert(uint64_t uobjs, uint64_t ubytes, unsigned lg, uint64_t *n,
 /* ---- prof_bt.c ---------------------------------------------------------- */
 /* The tctx of the current stack (NULL: out of metadata memory). `frame`:
  * a frame pointer of nalloc's between `caller` and here. */
-prof_tctx_t *prof_bt_tctx(prof_tdata_t *td, const void *caller,
-                          const void *frame);
+prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td, const void *caller,
+                               const void *frame);
+
+/* Recorded dwarf walks, by call site and depth. */
+static inline prof_walk_t *prof_walk_slot(prof_tdata_t *td, const void *caller,
+                                          uintptr_t sp) {
+  return &td->walks[((uintptr_t)caller ^ (sp >> 4)) % PROF_WALKS];
+}
+
+/* The same call site at the same depth, the same rbp, and the same words
+ * on the stack: the same walk, without taking a step. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
+prof_walk_same(const prof_walk_t *w, const void *caller, uintptr_t sp,
+               uintptr_t bp) {
+  if (w->pc != (uintptr_t)caller || w->sp != sp || w->bp != bp) return false;
+  const prof_walk_word_t *x = w->word, *end = x + w->nwords;
+  while (x < end && *(const uintptr_t *)x->addr == x->val) x++;
+  return x == end;
+}
+
+/* prof_bt_tctx_slow's common case, inline in prof_sample: `frame` is
+ * malloc_slow's frame, so the entry point's frame (the one whose return
+ * address is `caller`) is one or two steps up, and the stack is most
+ * often one the thread walked just before. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN prof_tctx_t *
+prof_bt_tctx(prof_tdata_t *td, const void *caller, const void *frame) {
+  uintptr_t fp = (uintptr_t)frame, hi = td->stk_hi;
+  if (likely(opt_prof_unwind == PROF_UNWIND_DWARF && fp >= td->stk_lo &&
+             fp < hi)) {
+    for (int step = 0; step < 2; step++) {
+      if (((void *const *)fp)[1] == caller) {
+        uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
+        prof_walk_t *w = prof_walk_slot(td, caller, sp);
+        if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp))
+          return w->tctx;
+        break;
+      }
+      uintptr_t next = ((uintptr_t *)fp)[0];
+      if (next <= fp || next > hi - 16 || (next & 7)) break;
+      fp = next;
+    }
+  }
+  return prof_bt_tctx_slow(td, caller, frame);
+}
 void prof_bt_prime(void);
 void prof_bt_prefork(void);
 void prof_bt_postfork_parent(void);
