@@ -47,15 +47,15 @@ static inline uintptr_t span_end(const span_t *s) {
   return s->start + s->npages * PAGE;
 }
 
-/* True if p is the start of a slot of small span s (a cheap multiply: see
- * sc_slot_of). The page map only leads to s from addresses inside its
- * pages, so the offset is below 2^18. */
 /* Index of the slot at p in a small span (p - start, divided by the slot
  * size with the span's own multiplier). */
 static inline uint32_t span_slot_index(const span_t *s, const void *p) {
   return (uint32_t)((((uintptr_t)p - s->start) * s->div_mul) >> SC_DIV_SHIFT);
 }
 
+/* True if p is the start of a slot of small span s (a cheap multiply: see
+ * sc_slot_of). The page map only leads to s from addresses inside its
+ * pages, so the offset is below 2^18. */
 static inline bool span_slot_ok(const span_t *s, const void *p) {
   uintptr_t off = (uintptr_t)p - s->start;
   return ((off * s->div_mul) >> SC_DIV_SHIFT) * s->slot_size == off;

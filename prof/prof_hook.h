@@ -37,9 +37,9 @@ int64_t prof_next_wait(tsd_t *tsd);
  * 0 = return address in the caller of the public entry point, `caller`)
  * and counts one object of `size` requested bytes against it. `frame` is
  * the frame pointer of a nalloc function between caller and here (a short
- * cut for finding caller's frame). Returns the
- * tctx to store with the object, or NULL when this allocation is not
- * recorded (inactive, out of metadata memory). */
+ * cut for finding caller's frame). Returns the tctx to store with the
+ * object, or NULL when this allocation is not recorded (inactive, out of
+ * metadata memory). */
 void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
                   const void *frame);
 /* True when tctx samples one allocation in 2^16 bytes or rarer. */
