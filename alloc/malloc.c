@@ -253,17 +253,7 @@ void free_checked(void *p, span_t *s) {
     arena_free_large(s);
     return;
   }
-  /* A small span lands here when something in it was sampled (or the
-   * thread's cache is full or off): only a sampled block has a tctx. */
-  prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
-  if (ps != NULL) {
-    ps += span_slot_index(s, p);
-    void *tctx = ps->tctx;
-    if (tctx != NULL) {
-      ps->tctx = NULL;
-      prof_sample_free(tctx, ps->size);
-    }
-  }
+  prof_slot_release(s, p);
   tcache_t *tc = tsd_get()->tcache;
   tbin_t *b = &tc->bins[s->cls];
   if (b->max == 0) {

@@ -147,27 +147,16 @@ void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
 void prof_sample_free(void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
   tsd_t *tsd = tsd_get();
-  bool own = t->tdata == tsd->prof_tdata;
-  if (likely(t->lg == 0)) { /* exact mode keeps no unbiased counts */
-    if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-      prof_gdump_account(tsd, -(int64_t)size);
-    if (likely(own)) {
-      OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
-      OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
-      return;
-    }
-    atomic_fetch_add_explicit(&t->remote[C_BYTES], size, memory_order_release);
-    atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
-    return;
-  }
-  uint64_t uo, ub;
-  prof_unbias_one(size, t->lg, &uo, &ub);
+  uint64_t uo = 0, ub = size; /* exact mode keeps no unbiased counts */
+  if (t->lg != 0) prof_unbias_one(size, t->lg, &uo, &ub);
   if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
     prof_gdump_account(tsd, -(int64_t)ub);
-  if (own) {
+  if (likely(t->tdata == tsd->prof_tdata)) {
     OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
-    OWN_ADD(t->own[C_UOBJS], -uo);
-    OWN_ADD(t->own[C_UBYTES], -ub);
+    if (t->lg != 0) {
+      OWN_ADD(t->own[C_UOBJS], -uo);
+      OWN_ADD(t->own[C_UBYTES], -ub);
+    }
     OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
     return;
   }
@@ -175,8 +164,10 @@ void prof_sample_free(void *tctx, size_t size) {
    * by prof.reset). The object count goes last: once a dump sees a dead
    * tdata at zero objects it may free it, and this must be our last touch. */
   atomic_fetch_add_explicit(&t->remote[C_BYTES], size, memory_order_release);
-  atomic_fetch_add_explicit(&t->remote[C_UOBJS], uo, memory_order_release);
-  atomic_fetch_add_explicit(&t->remote[C_UBYTES], ub, memory_order_release);
+  if (t->lg != 0) {
+    atomic_fetch_add_explicit(&t->remote[C_UOBJS], uo, memory_order_release);
+    atomic_fetch_add_explicit(&t->remote[C_UBYTES], ub, memory_order_release);
+  }
   atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
 }
 

@@ -169,11 +169,8 @@ void prof_bt_postfork_child(void) {
   nlock_postfork_child(&exec_lock);
 }
 
-/* Finds the frame of the nalloc entry point that `caller` called (the
- * frame whose return address is `caller`). Only nalloc's own frames sit
- * between `frame` (one of our callers) and there, and nalloc is built with
- * frame pointers, so this takes a step or two. Also sets the thread's
- * stack bounds. */
+/* prof_entry_frame from `frame` (one of our callers), after making sure
+ * the thread's stack bounds cover it. False: lost our way inside nalloc. */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
 bt_entry_frame(prof_tdata_t *td, const void *caller, const void *frame,
                uintptr_t *entry) {
@@ -184,17 +181,7 @@ bt_entry_frame(prof_tdata_t *td, const void *caller, const void *frame,
       return false;
     }
   }
-  const uintptr_t hi = td->stk_hi;
-  for (unsigned skip = 0; skip <= PROF_SKIP_MAX; skip++) {
-    if (((void **)fp)[1] == caller) {
-      *entry = fp;
-      return true;
-    }
-    uintptr_t next = ((uintptr_t *)fp)[0];
-    if (next <= fp || next > hi - 16 || (next & 7)) break;
-    fp = next;
-  }
-  return false; /* lost our way inside nalloc */
+  return prof_entry_frame(fp, td->stk_hi, caller, PROF_SKIP_MAX, entry);
 }
 
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned

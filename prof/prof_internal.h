@@ -167,27 +167,37 @@ prof_walk_same(const prof_walk_t *w, const void *caller, uintptr_t sp,
   return x == end;
 }
 
+/* Finds the frame of the nalloc entry point that `caller` called (the
+ * frame whose return address is `caller`), at most `steps` frames above
+ * `fp`, a frame inside the stack below `hi`. Only nalloc's own frames sit
+ * between, and nalloc is built with frame pointers; each one is checked
+ * (increasing, aligned, in the stack) before it is read. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
+prof_entry_frame(uintptr_t fp, uintptr_t hi, const void *caller,
+                 unsigned steps, uintptr_t *entry) {
+  for (unsigned i = 0;; i++) {
+    if (((void *const *)fp)[1] == caller) {
+      *entry = fp;
+      return true;
+    }
+    uintptr_t next = ((uintptr_t *)fp)[0];
+    if (i == steps || next <= fp || next > hi - 16 || (next & 7)) return false;
+    fp = next;
+  }
+}
+
 /* prof_bt_tctx_slow's common case, inline in prof_sample: `frame` is
- * malloc_slow's frame, so the entry point's frame (the one whose return
- * address is `caller`) is one or two steps up, and the stack is most
- * often one the thread walked just before. */
+ * malloc_slow's frame, so the entry point's frame is a step or two up,
+ * and the stack is most often one the thread walked just before. */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN prof_tctx_t *
 prof_bt_tctx(prof_tdata_t *td, const void *caller, const void *frame) {
-  uintptr_t fp = (uintptr_t)frame, hi = td->stk_hi;
+  uintptr_t fp = (uintptr_t)frame;
   if (likely(opt_prof_unwind == PROF_UNWIND_DWARF && fp >= td->stk_lo &&
-             fp < hi)) {
-    for (int step = 0; step < 2; step++) {
-      if (((void *const *)fp)[1] == caller) {
-        uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-        prof_walk_t *w = prof_walk_slot(td, caller, sp);
-        if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp))
-          return w->tctx;
-        break;
-      }
-      uintptr_t next = ((uintptr_t *)fp)[0];
-      if (next <= fp || next > hi - 16 || (next & 7)) break;
-      fp = next;
-    }
+             fp < td->stk_hi) &&
+      prof_entry_frame(fp, td->stk_hi, caller, 1, &fp)) {
+    uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
+    prof_walk_t *w = prof_walk_slot(td, caller, sp);
+    if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp)) return w->tctx;
   }
   return prof_bt_tctx_slow(td, caller, frame);
 }
