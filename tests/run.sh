@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, then builds and runs the ctest
 # suites four times: a normal build (all tests), an UBSan build (all tests),
-# an ASan build (the allocator and threaded tests) and a TSan build (the
-# threaded tests); ASan and TSan own malloc, so those two test nalloc
-# through the nalloc_-prefixed library.
+# an ASan build (the allocator, threaded and profiler tests) and a TSan
+# build (the threaded tests); ASan and TSan own malloc, so those two test
+# nalloc through the nalloc_-prefixed library.
 #   tests/run.sh            everything
 #   tests/run.sh --quick    the normal build only
 set -euo pipefail
@@ -33,7 +33,7 @@ run() { # name, cmake args..., then -- ctest args...
 run release -DNALLOC_BUILD_BENCH=ON -DNALLOC_BUILD_TOOLS=ON --
 if [ "${1:-}" != "--quick" ]; then
   run ubsan -DNALLOC_SANITIZE=undefined -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -LE "bench|slow"
-  run asan -DNALLOC_SANITIZE=address -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L "alloc|threads"
+  run asan -DNALLOC_SANITIZE=address -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L "alloc|threads|prof"
   run tsan -DNALLOC_SANITIZE=thread -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L threads
 fi
 exit $status
