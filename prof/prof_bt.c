@@ -315,12 +315,9 @@ other:
   return bt_unw(caller, out, max);
 }
 
-/* A stack the thread's recent walks do not know: walk it, look it up,
- * and remember the walk in `w`. */
-static NALLOC_NOINLINE prof_tctx_t *bt_walk_new(prof_tdata_t *td,
-                                                const void *caller,
-                                                uintptr_t sp, uintptr_t bp,
-                                                prof_walk_t *w) {
+NALLOC_NOINLINE prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td,
+                                             const void *caller, uintptr_t sp,
+                                             uintptr_t bp, prof_walk_t *w) {
   void *pcs[PROF_DEPTH_MAX];
   unsigned n = bt_dwarf(td, caller, sp, bp, pcs, opt_prof_depth, w);
   prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
@@ -351,7 +348,7 @@ NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
   uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
   prof_walk_t *w = prof_walk_slot(td, caller, sp);
   if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp)) return w->tctx;
-  return bt_walk_new(td, caller, sp, bp, w);
+  return prof_bt_walk_new(td, caller, sp, bp, w);
 }
 
 /* libunwind sets up its caches (and may allocate) on first use; doing it

@@ -149,6 +149,11 @@ void prof_invert(uint64_t uobjs, uint64_t ubytes, unsigned lg, uint64_t *n,
  * a frame pointer of nalloc's between `caller` and here. */
 prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td, const void *caller,
                                const void *frame);
+/* A stack the thread's recent walks do not know, from the caller's rsp
+ * and rbp: walk it, look it up, and remember the walk in `w`. */
+prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td, const void *caller,
+                              uintptr_t sp, uintptr_t bp,
+                              prof_walk_t *w);
 
 /* Recorded dwarf walks, by call site and depth. */
 static inline prof_walk_t *prof_walk_slot(prof_tdata_t *td, const void *caller,
@@ -198,6 +203,7 @@ prof_bt_tctx(prof_tdata_t *td, const void *caller, const void *frame) {
     uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
     prof_walk_t *w = prof_walk_slot(td, caller, sp);
     if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp)) return w->tctx;
+    return prof_bt_walk_new(td, caller, sp, bp, w);
   }
   return prof_bt_tctx_slow(td, caller, frame);
 }
