@@ -17,7 +17,10 @@
 
 #define NALLOC_CALLER() __builtin_return_address(0)
 
-void *malloc_slow(size_t size, size_t align, bool zero, const void *caller);
+/* `frame`: the public entry point's frame pointer (the profiler finds
+ * the caller's stack from it), or NULL. */
+void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
+                  const void *frame);
 void free_slow(void *p, span_t *s);
 void free_checked(void *p, span_t *s);
 void *entry_realloc(void *p, size_t size, const void *caller);
@@ -41,7 +44,7 @@ static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero,
       return p;
     }
   }
-  return malloc_slow(size, 0, zero, caller);
+  return malloc_slow(size, 0, zero, caller, __builtin_frame_address(0));
 }
 
 /* The checks keep a bad free from poisoning the cache (a pointer into the

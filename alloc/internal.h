@@ -27,6 +27,7 @@
 
 #define LG_PAGE 12
 #define PAGE ((size_t)1 << LG_PAGE)
+#define CACHELINE 64
 #define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
 
 /* ---- per-thread state -------------------------------------------------- */

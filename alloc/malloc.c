@@ -151,21 +151,10 @@ static bool prof_slot_sampled(span_t *s, void *p) {
 
 /* ---- allocation ------------------------------------------------------------ */
 
-static void *alloc_small(tsd_t *tsd, unsigned cls) {
-  tcache_t *tc = tsd->tcache;
-  tbin_t *b = &tc->bins[cls];
-  if (b->count) return b->slots[--b->count];
-  if (b->max) return tcache_refill(tsd, tc, cls);
-  void *p = NULL;
-  arena_t *a = arena_get(tsd->state == TSD_UNINIT ? 0 : tsd->arena);
-  if (a && arena_refill(a, cls, &p, 1) == 1) return p;
-  return NULL;
-}
-
-/* `own_page`: serve a small request from a page run of its own, as the
- * profiler asks for sampled blocks (see malloc_slow). */
-static void *alloc_core(tsd_t *tsd, size_t size, size_t align, bool zero,
-                        bool own_page) {
+/* Everything but a small block from a non-empty thread cache: a refill,
+ * no cache, alignment, a page run of its own, a large block. */
+static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
+                                         bool zero, bool own_page) {
   if (unlikely(size > MAX_REQUEST || align > MAX_REQUEST)) {
     errno = ENOMEM;
     return NULL;
@@ -176,7 +165,17 @@ static void *alloc_core(tsd_t *tsd, size_t size, size_t align, bool zero,
     unsigned cls = sc_index(csize);
     if (align > 16)
       while (sc_info[cls].size % align) cls++; /* powers of two are classes */
-    void *p = alloc_small(tsd, cls);
+    tcache_t *tc = tsd->tcache;
+    tbin_t *b = &tc->bins[cls];
+    void *p = NULL;
+    if (b->count) {
+      p = b->slots[--b->count];
+    } else if (b->max) {
+      p = tcache_refill(tsd, tc, cls);
+    } else {
+      arena_t *a = arena_get(tsd->state == TSD_UNINIT ? 0 : tsd->arena);
+      if (a == NULL || arena_refill(a, cls, &p, 1) != 1) p = NULL;
+    }
     if (unlikely(p == NULL)) {
       errno = ENOMEM;
       return NULL;
@@ -192,32 +191,57 @@ static void *alloc_core(tsd_t *tsd, size_t size, size_t align, bool zero,
   return arena_alloc_large(a, size ? size : 1, align, zero);
 }
 
-void *malloc_slow(size_t size, size_t align, bool zero, const void *caller) {
-  tsd_t *tsd = tsd_get();
-  if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
-  void *tctx = NULL;
-  int64_t charge = size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
-  tsd->prof_countdown -= charge;
-  if (unlikely(tsd->prof_countdown < 0)) {
-    if (!opt_prof) {
-      tsd->prof_countdown = INT64_MAX;
-    } else if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL) {
-      /* our frame: the profiler's search for `caller` starts here */
-      tctx = prof_sample(tsd, size, caller, __builtin_frame_address(0));
+/* `own_page`: serve a small request from a page run of its own, as the
+ * profiler asks for sampled blocks (see malloc_sampled). The common case,
+ * a small block the thread cache holds, is inline. */
+static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
+                               bool zero, bool own_page) {
+  if (likely(size <= SC_SMALL_MAX && align <= 16 && !own_page)) {
+    tbin_t *b = &tsd->tcache->bins[sc_index(size)];
+    if (likely(b->count != 0)) {
+      void *p = b->slots[--b->count];
+      if (zero) memset(p, 0, size);
+      return p;
     }
   }
-  /* A sampled block gets a page run of its own, as in jemalloc: then its
-   * span is large, small spans hold no sampled block, and free's fast
-   * path never has to ask whether a block was sampled. Only when samples
-   * are rare (a page per 64 KiB allocated at most); denser sampling, and
-   * exact mode, keep sampled blocks in small spans (per-slot records). */
-  bool own_page = tctx != NULL && prof_tctx_own_page(tctx);
+  return alloc_other(tsd, size, align, zero, own_page);
+}
+
+/* A request the profiler samples (the countdown went below zero). A
+ * sampled block gets a page run of its own when the profiler says samples
+ * are rare, as in jemalloc: then small spans hold no sampled block, and
+ * free's fast path never has to ask whether a block was sampled. Denser
+ * sampling, and exact mode, keep sampled blocks in small spans (per-slot
+ * records). Kept out of malloc_slow, so that a refill does not pay for
+ * this path's registers. */
+static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t size,
+                                            size_t align, bool zero,
+                                            const void *caller,
+                                            const void *frame) {
+  void *tctx = NULL;
+  bool own_page = false;
+  if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
+    tctx = prof_sample(tsd, size, caller,
+                       frame ? frame : __builtin_frame_address(0), &own_page);
   void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
     if (p != NULL) prof_slot_record(p, tctx, size);
     else prof_sample_cancel(tsd, tctx, size);
   }
   return p;
+}
+
+void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
+                  const void *frame) {
+  tsd_t *tsd = tsd_get();
+  if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
+  int64_t charge = size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
+  tsd->prof_countdown -= charge;
+  if (unlikely(tsd->prof_countdown < 0)) {
+    if (opt_prof) return malloc_sampled(tsd, size, align, zero, caller, frame);
+    tsd->prof_countdown = INT64_MAX;
+  }
+  return alloc_core(tsd, size, align, zero, false);
 }
 
 /* ---- free ------------------------------------------------------------------ */
@@ -296,7 +320,7 @@ void *entry_realloc(void *p, size_t size, const void *caller) {
         arena_resize_large(s, size))
       return p;
   }
-  void *q = malloc_slow(size, 0, false, caller);
+  void *q = malloc_slow(size, 0, false, caller, NULL);
   if (q == NULL) return NULL; /* the old block stays valid */
   memcpy(q, p, old < size ? old : size);
   entry_free(p);
@@ -346,7 +370,7 @@ void *entry_aligned(size_t align, size_t size, int kind, int *err, const void *c
     if (p == NULL) *err = ENOMEM;
     return p;
   }
-  void *p = malloc_slow(size, align, false, caller);
+  void *p = malloc_slow(size, align, false, caller, NULL);
   if (p == NULL) *err = ENOMEM;
   return p;
 }

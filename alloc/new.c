@@ -22,7 +22,7 @@ static NALLOC_NOINLINE void *new_fail(size_t size, size_t align, bool nothrow,
       nalloc_fatal("operator new(%zu): out of memory and no C++ runtime to throw", size);
     }
     h();
-    void *p = align > 16 ? malloc_slow(size, align, false, caller)
+    void *p = align > 16 ? malloc_slow(size, align, false, caller, NULL)
                          : entry_alloc(size, false, caller);
     if (p) return p;
   }
@@ -35,7 +35,7 @@ static NALLOC_ALWAYS_INLINE void *new_impl(size_t size, bool nothrow, const void
 
 static NALLOC_ALWAYS_INLINE void *new_aligned(size_t size, size_t align, bool nothrow,
                                               const void *caller) {
-  void *p = align > 16 ? malloc_slow(size, align, false, caller)
+  void *p = align > 16 ? malloc_slow(size, align, false, caller, NULL)
                        : entry_alloc(size, false, caller);
   return likely(p != NULL) ? p : new_fail(size, align, nothrow, caller);
 }

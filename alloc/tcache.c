@@ -19,7 +19,9 @@ static size_t tcache_size(uint32_t *caps) {
     caps[c] = opt_tcache && sc_info[c].size <= opt_tcache_max ? sc_info[c].tcache_max : 0;
     n += caps[c] + 1; /* + the dummy slots[-1] */
   }
-  return sizeof(tcache_t) + n * sizeof(void *);
+  /* a whole number of cache lines, so base_alloc aligns it: a thread's
+   * cache shares no line with another thread's data */
+  return ALIGN_UP(sizeof(tcache_t) + n * sizeof(void *), CACHELINE);
 }
 
 tcache_t *tcache_create(void) {

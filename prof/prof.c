@@ -1,6 +1,6 @@
 /* prof.c -- the profiler's entry points for the allocator (prof_hook.h):
- * boot, the sampling countdown, prepare/commit/free of a sampled object,
- * thread exit and fork.
+ * boot, the sampling countdown, the counts of a sampled object at malloc
+ * and free, thread exit and fork.
  *
  * The fast path costs nothing here: alloc/ counts requested bytes down in
  * tsd->prof_countdown and calls in only when it goes negative. With
@@ -51,7 +51,7 @@ int64_t prof_next_wait(tsd_t *tsd) {
   prof_tdata_t *td = tsd->prof_tdata;
   /* Exact mode without interval dumps: every allocation is sampled and
    * there are no bytes to account, so there is nothing to draw. */
-  if (likely(td != NULL) && td->lg == 0 && opt_lg_prof_interval < 0 &&
+  if (likely(td != NULL) && td->exact &&
       !atomic_load_explicit(&td->expired, memory_order_relaxed))
     return -1;
   td = prof_tdata_get(tsd, tsd->reentrant == 0);
@@ -63,6 +63,7 @@ int64_t prof_next_wait(tsd_t *tsd) {
     return prof_draw_wait(&s, atomic_load_explicit(&prof_lg_sample,
                                                    memory_order_relaxed));
   }
+  if (td->exact) return -1;
   /* Bytes consumed since the countdown was set: the interval trigger's
    * byte count (exact in exact mode, within one request otherwise). */
   if (opt_lg_prof_interval >= 0) {
@@ -82,93 +83,114 @@ int64_t prof_next_wait(tsd_t *tsd) {
                                   (d),                                 \
                         memory_order_relaxed)
 
-/* One call per sampled allocation, so that an exact profile pays for one
- * call and one stack walk, not a chain of them. */
-NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
-                                 const void *frame) {
+/* The counts one object of `size` requested bytes adds to t: objects and
+ * bytes, and when sampling their unbiased estimates (exact mode keeps
+ * none). Returns the estimate of bytes in the heap, for the peak trigger. */
+static int64_t sample_counts(const prof_tctx_t *t, size_t size,
+                             uint64_t v[C_N]) {
+  v[C_OBJS] = 1;
+  v[C_BYTES] = size;
+  v[C_UOBJS] = v[C_UBYTES] = 0;
+  if (t->lg == 0) return (int64_t)size;
+  prof_unbias_one(size, t->lg, &v[C_UOBJS], &v[C_UBYTES]);
+  return (int64_t)v[C_UBYTES];
+}
+
+static void counts_add(_Atomic uint64_t *c, const uint64_t v[C_N], int sign) {
+  for (int i = 0; i < C_N; i++) OWN_ADD(c[i], (uint64_t)sign * v[i]);
+}
+
+/* The sampled path beyond exact mode's plain count: the unbiased counts,
+ * the peak trigger, and pending dumps. */
+static NALLOC_NOINLINE void sample_more(tsd_t *tsd, prof_tctx_t *t,
+                                        size_t size) {
+  uint64_t v[C_N];
+  int64_t est = sample_counts(t, size, v);
+  OWN_ADD(t->alloc[C_UOBJS], v[C_UOBJS]);
+  OWN_ADD(t->alloc[C_UBYTES], v[C_UBYTES]);
+  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
+    prof_gdump_account(tsd, est);
+  if (atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed))
+    prof_triggers_run_pending(tsd);
+}
+
+/* Everything but exact mode's case: draw the next wait, make or renew the
+ * thread's tdata. */
+static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd) {
+  tsd->prof_countdown = prof_next_wait(tsd);
   prof_tdata_t *td = tsd->prof_tdata;
-  if (likely(td != NULL) && td->lg == 0 && opt_lg_prof_interval < 0 &&
-      !atomic_load_explicit(&td->expired, memory_order_relaxed)) {
+  if (unlikely(td == NULL ||
+               atomic_load_explicit(&td->expired, memory_order_relaxed)))
+    td = prof_tdata_get(tsd, true);
+  return td;
+}
+
+/* One call per sampled allocation, so that an exact profile pays for one
+ * call and, most often, no stack walk (prof_bt_tctx): a malloc costs it
+ * two counter updates. */
+NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
+                                 const void *frame, bool *own_page) {
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (likely(td != NULL && td->exact &&
+             !atomic_load_explicit(&td->expired, memory_order_relaxed)))
     tsd->prof_countdown = -1; /* exact: nothing to draw, nothing to count */
-  } else {
-    tsd->prof_countdown = prof_next_wait(tsd);
-    td = tsd->prof_tdata;
-    if (unlikely(td == NULL ||
-                 atomic_load_explicit(&td->expired, memory_order_relaxed)))
-      td = prof_tdata_get(tsd, true);
-    if (td == NULL) return NULL;
-  }
+  else if ((td = sample_setup(tsd)) == NULL)
+    return NULL;
   if (!atomic_load_explicit(&prof_active, memory_order_relaxed) ||
       !atomic_load_explicit(&td->active, memory_order_relaxed))
     return NULL;
-  tsd->reentrant++;
   prof_tctx_t *t = prof_bt_tctx(td, caller, frame);
-  tsd->reentrant--;
-  if (t == NULL) return NULL;
-  OWN_ADD(t->own[C_OBJS], 1);
-  OWN_ADD(t->own[C_BYTES], size);
-  OWN_ADD(t->accum[C_OBJS], 1);
-  OWN_ADD(t->accum[C_BYTES], size);
-  int64_t est = (int64_t)size;
-  if (t->lg != 0) {
-    uint64_t uo, ub;
-    prof_unbias_one(size, t->lg, &uo, &ub);
-    OWN_ADD(t->own[C_UOBJS], uo);
-    OWN_ADD(t->own[C_UBYTES], ub);
-    OWN_ADD(t->accum[C_UOBJS], uo);
-    OWN_ADD(t->accum[C_UBYTES], ub);
-    est = (int64_t)ub;
-  }
-  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-    prof_gdump_account(tsd, est);
-  if (unlikely(atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed)))
-    prof_triggers_run_pending(tsd);
+  if (unlikely(t == NULL)) return NULL;
+  OWN_ADD(t->alloc[C_OBJS], 1);
+  OWN_ADD(t->alloc[C_BYTES], size);
+  *own_page = t->lg >= 16;
+  if (unlikely(t->lg != 0 ||
+               atomic_load_explicit(&prof_gdump_on, memory_order_relaxed) ||
+               atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed)))
+    sample_more(tsd, t, size);
   return t;
-}
-
-bool prof_tctx_own_page(const void *tctx) {
-  return ((const prof_tctx_t *)tctx)->lg >= 16;
 }
 
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
-  prof_sample_free(tctx, size);
-  if (t->tdata != tsd->prof_tdata) return; /* reset meanwhile: let it be */
-  OWN_ADD(t->accum[C_OBJS], -(uint64_t)1);
-  OWN_ADD(t->accum[C_BYTES], -(uint64_t)size);
-  if (t->lg != 0) {
-    uint64_t uo, ub;
-    prof_unbias_one(size, t->lg, &uo, &ub);
-    OWN_ADD(t->accum[C_UOBJS], -uo);
-    OWN_ADD(t->accum[C_UBYTES], -ub);
+  if (t->tdata != tsd->prof_tdata) { /* reset meanwhile: count it freed */
+    prof_sample_free(tctx, size);
+    return;
   }
+  uint64_t v[C_N];
+  int64_t est = sample_counts(t, size, v);
+  counts_add(t->alloc, v, -1);
+  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
+    prof_gdump_account(tsd, -est);
 }
 
-void prof_sample_free(void *tctx, size_t size) {
-  prof_tctx_t *t = tctx;
-  tsd_t *tsd = tsd_get();
-  uint64_t uo = 0, ub = size; /* exact mode keeps no unbiased counts */
-  if (t->lg != 0) prof_unbias_one(size, t->lg, &uo, &ub);
+static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tctx_t *t,
+                                             size_t size) {
+  uint64_t v[C_N];
+  int64_t est = sample_counts(t, size, v);
   if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-    prof_gdump_account(tsd, -(int64_t)ub);
-  if (likely(t->tdata == tsd->prof_tdata)) {
-    OWN_ADD(t->own[C_BYTES], -(uint64_t)size);
-    if (t->lg != 0) {
-      OWN_ADD(t->own[C_UOBJS], -uo);
-      OWN_ADD(t->own[C_UBYTES], -ub);
-    }
-    OWN_ADD(t->own[C_OBJS], -(uint64_t)1);
+    prof_gdump_account(tsd, -est);
+  if (t->tdata == tsd->prof_tdata) {
+    counts_add(t->freed, v, 1);
     return;
   }
   /* Another thread's object (or a thread that exited, or a tdata replaced
    * by prof.reset). The object count goes last: once a dump sees a dead
    * tdata at zero objects it may free it, and this must be our last touch. */
-  atomic_fetch_add_explicit(&t->remote[C_BYTES], size, memory_order_release);
-  if (t->lg != 0) {
-    atomic_fetch_add_explicit(&t->remote[C_UOBJS], uo, memory_order_release);
-    atomic_fetch_add_explicit(&t->remote[C_UBYTES], ub, memory_order_release);
+  for (int i = C_N - 1; i >= 0; i--)
+    atomic_fetch_add_explicit(&t->remote[i], v[i], memory_order_release);
+}
+
+void prof_sample_free(void *tctx, size_t size) {
+  prof_tctx_t *t = tctx;
+  tsd_t *tsd = tsd_get();
+  if (likely(t->tdata == tsd->prof_tdata && t->lg == 0 &&
+             !atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))) {
+    OWN_ADD(t->freed[C_OBJS], 1);
+    OWN_ADD(t->freed[C_BYTES], size);
+    return;
   }
-  atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
+  sample_free_slow(tsd, t, size);
 }
 
 void prof_thread_exit(tsd_t *tsd) {

@@ -319,8 +319,11 @@ NALLOC_NOINLINE prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td,
                                              const void *caller, uintptr_t sp,
                                              uintptr_t bp, prof_walk_t *w) {
   void *pcs[PROF_DEPTH_MAX];
+  tsd_t *tsd = tsd_get();
+  tsd->reentrant++; /* libunwind may allocate: not the program's memory */
   unsigned n = bt_dwarf(td, caller, sp, bp, pcs, opt_prof_depth, w);
   prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
+  tsd->reentrant--;
   w->pc = (uintptr_t)caller;
   w->sp = sp;
   w->bp = bp;
@@ -342,13 +345,21 @@ NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
                                               const void *caller,
                                               const void *frame) {
   uintptr_t fp;
+  prof_tctx_t *t;
+  tsd_t *tsd = tsd_get();
+  tsd->reentrant++; /* what the unwinders call may allocate */
   if (opt_prof_unwind != PROF_UNWIND_DWARF ||
-      !bt_entry_frame(td, caller, frame, &fp))
-    return bt_other(td, caller, frame);
-  uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-  prof_walk_t *w = prof_walk_slot(td, caller, sp);
-  if (w->tctx != NULL && prof_walk_same(w, caller, sp, bp)) return w->tctx;
-  return prof_bt_walk_new(td, caller, sp, bp, w);
+      !bt_entry_frame(td, caller, frame, &fp)) {
+    t = bt_other(td, caller, frame);
+  } else {
+    uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
+    prof_walk_t *w = prof_walk_slot(td, caller, sp);
+    t = w->tctx != NULL && prof_walk_same(w, caller, sp, bp)
+            ? w->tctx
+            : prof_bt_walk_new(td, caller, sp, bp, w);
+  }
+  tsd->reentrant--;
+  return t;
 }
 
 /* libunwind sets up its caches (and may allocate) on first use; doing it

@@ -127,6 +127,7 @@ static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
   (void)prof_prng_next(&td->prng);
   nlock_lock(&prof_tdatas_lock);
   td->lg = atomic_load_explicit(&prof_lg_sample, memory_order_relaxed);
+  td->exact = td->lg == 0 && opt_lg_prof_interval < 0;
   if (old != NULL) {
     td->uid = old->uid;
     td->active = old->active;
@@ -232,17 +233,19 @@ static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n) {
 /* A consistent-enough snapshot of one tctx. Remote frees are read first:
  * each one we see was preceded (happens-before, through the program's
  * hand-over of the pointer) by the owner's increment, which we then see
- * too, so live counts never go negative. */
+ * too. The owner's own frees are read before its allocations for the same
+ * reason; its relaxed stores promise no order to another thread, so the
+ * clamp below keeps a racing snapshot from going negative. */
 void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
   uint64_t r[C_N];
   for (int i = 0; i < C_N; i++)
     r[i] = atomic_load_explicit(&t->remote[i], memory_order_acquire);
   atomic_thread_fence(memory_order_acquire);
   for (int i = 0; i < C_N; i++) {
-    uint64_t o = atomic_load_explicit(&t->own[i], memory_order_relaxed);
-    cur->v[i] = o > r[i] ? o - r[i] : 0;
-    if (acc)
-      acc->v[i] = atomic_load_explicit(&t->accum[i], memory_order_relaxed);
+    uint64_t f = atomic_load_explicit(&t->freed[i], memory_order_relaxed) + r[i];
+    uint64_t a = atomic_load_explicit(&t->alloc[i], memory_order_relaxed);
+    cur->v[i] = a > f ? a - f : 0;
+    if (acc) acc->v[i] = a;
   }
   if (t->lg == 0) { /* exact: the unbiased values are the raw ones */
     cur->v[C_UOBJS] = cur->v[C_OBJS] << PROF_FP;
@@ -260,9 +263,10 @@ uint64_t prof_tdata_live(prof_tdata_t *td) {
   uint64_t live = 0;
   for (prof_tctx_t *t = atomic_load_explicit(&td->tctxs, memory_order_acquire);
        t; t = t->next) {
-    uint64_t r = atomic_load_explicit(&t->remote[C_OBJS], memory_order_acquire);
-    uint64_t o = atomic_load_explicit(&t->own[C_OBJS], memory_order_relaxed);
-    live += o > r ? o - r : 0;
+    uint64_t f = atomic_load_explicit(&t->remote[C_OBJS], memory_order_acquire);
+    f += atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
+    uint64_t a = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed);
+    live += a > f ? a - f : 0;
   }
   return live;
 }

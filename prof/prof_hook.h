@@ -3,9 +3,9 @@
  *
  * Flow of a sampled allocation (alloc/ side, in the malloc slow path taken
  * when tsd->prof_countdown goes negative):
- *   tctx = prof_sample(tsd, size, caller, frame); sets the next countdown;
- *                                           NULL: do not record
- *   p = ...allocate as usual...
+ *   tctx = prof_sample(tsd, size, caller, frame, &own_page);
+ *                         sets the next countdown; NULL: do not record
+ *   p = ...allocate as usual (own_page: a page run of its own)...
  *   if (tctx) { p ? store (tctx, size) in p's span metadata
  *                 : prof_sample_cancel(tsd, tctx, size); }
  * and of its free (any thread): alloc/ finds (tctx, size) in the span,
@@ -36,14 +36,14 @@ int64_t prof_next_wait(tsd_t *tsd);
 /* Sets the thread's next countdown; then captures the backtrace (frame
  * 0 = return address in the caller of the public entry point, `caller`)
  * and counts one object of `size` requested bytes against it. `frame` is
- * the frame pointer of a nalloc function between caller and here (a short
- * cut for finding caller's frame). Returns the tctx to store with the
- * object, or NULL when this allocation is not recorded (inactive, out of
- * metadata memory). */
+ * the public entry point's frame pointer, or that of a nalloc function
+ * between it and here (then the profiler searches up for the entry).
+ * Returns the tctx to store with the object, or NULL when this allocation
+ * is not recorded (inactive, out of metadata memory). `*own_page` is set
+ * when the object should get a page run of its own: samples are rare
+ * (one in 2^16 bytes or fewer), so small spans need never hold one. */
 void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
-                  const void *frame);
-/* True when tctx samples one allocation in 2^16 bytes or rarer. */
-bool prof_tctx_own_page(const void *tctx);
+                  const void *frame, bool *own_page);
 /* The allocation prof_sample counted failed: takes it back out. */
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size);
 /* Subtracts one object of `size` bytes from tctx; any thread may call. */

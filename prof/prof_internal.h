@@ -12,10 +12,12 @@
  *         tdatas list (prof_tdatas_lock). Its bt->tctx hash is private to
  *         the owning thread: no lock on the sampled path.
  *   tctx  counters of one backtrace as allocated by one thread. The owner
- *         thread is the only writer of its `own` counters (plain load+store
- *         through relaxed atomics: no locked instruction in exact mode);
- *         frees from other threads add to the separate `remote` counters
- *         with atomic fetch_add. Live = own - remote. We chose this over
+ *         thread is the only writer of its `alloc` and `freed` counters
+ *         (plain load+store through relaxed atomics: no locked instruction
+ *         in exact mode); frees from other threads add to the separate
+ *         `remote` counters with atomic fetch_add. Live = alloc - freed -
+ *         remote, and alloc is also the cumulative total, so a malloc
+ *         and a free each move two counters. We chose this over
  *         jemalloc's "tdata lock around every update" because an exact
  *         profile updates counters on every malloc and free, and an
  *         uncontended lock pair costs more than the whole counter update.
@@ -80,6 +82,10 @@ typedef struct prof_gctx_s {
   void *pcs[];
 } prof_gctx_t;
 
+/* Three cache lines (base_alloc aligns them): what is read on every
+ * update, the owner's counters, and other threads' counters, so that
+ * neither another thread's tctx nor a remote free touches the line the
+ * owner writes on each malloc and free. */
 struct prof_tdata_s;
 typedef struct prof_tctx_s {
   struct prof_tdata_s *tdata;
@@ -87,9 +93,10 @@ typedef struct prof_tctx_s {
   struct prof_tctx_s *next; /* tdata's list, published with release */
   uint64_t hash;
   unsigned lg;              /* sample rate its counters were made with */
-  _Atomic uint64_t own[C_N];    /* live, written by the owner only */
-  _Atomic uint64_t accum[C_N];  /* allocated ever, owner only */
-  _Atomic uint64_t remote[C_N]; /* freed by other threads (fetch_add) */
+  _Alignas(CACHELINE) _Atomic uint64_t alloc[C_N]; /* allocated ever, owner only */
+  _Atomic uint64_t freed[C_N];  /* freed by the owner, owner only */
+  _Alignas(CACHELINE) _Atomic uint64_t remote[C_N]; /* freed by other threads
+                                                       (fetch_add) */
 } prof_tctx_t;
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
@@ -108,9 +115,13 @@ typedef struct {
 } prof_walk_t;
 
 typedef struct prof_tdata_s {
-  struct prof_tdata_s *next, *prev; /* tdatas list (prof_tdatas_lock) */
+  /* on lines of its own (base_alloc): the owner writes it when sampling */
+  _Alignas(CACHELINE) struct prof_tdata_s *next, *prev; /* tdatas list
+                                                 (prof_tdatas_lock) */
   uint64_t uid;                     /* tN in the jemalloc format */
   unsigned lg;
+  bool exact;                       /* lg 0 and no interval dumps: every
+                                       request is sampled, nothing drawn */
   _Atomic bool active;              /* thread.prof.active */
   _Atomic bool detached;            /* thread gone (or replaced) */
   _Atomic bool expired;             /* prof.reset since creation */
@@ -191,9 +202,9 @@ prof_entry_frame(uintptr_t fp, uintptr_t hi, const void *caller,
   }
 }
 
-/* prof_bt_tctx_slow's common case, inline in prof_sample: `frame` is
- * malloc_slow's frame, so the entry point's frame is a step or two up,
- * and the stack is most often one the thread walked just before. */
+/* prof_bt_tctx_slow's common case, inline in prof_sample: `frame` is the
+ * entry point's frame (or one a step below it), and the stack is most
+ * often one the thread walked just before. */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN prof_tctx_t *
 prof_bt_tctx(prof_tdata_t *td, const void *caller, const void *frame) {
   uintptr_t fp = (uintptr_t)frame;
