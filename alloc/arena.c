@@ -270,7 +270,24 @@ static span_t *bin_new_span(arena_t *a, unsigned cls) {
     pagemap_set_range((void *)s->start, s->npages, s);
     atomic_store_explicit(&s->free_fast, 1, memory_order_relaxed);
   }
+  /* Pages that read as zero were never touched or were purged. With four
+   * or more slots to a page, a refill hands out runs of neighbours that
+   * will soon be written, and the next spans are carved right after this
+   * one: fault HEAP_POPULATE bytes in with one call instead of a fault a
+   * page. Bigger slots, and large blocks, fault as the program touches
+   * them, so untouched memory stays out of the RSS; what this leaves
+   * faulted in but unused is at most one window per arena. */
+  uintptr_t from = 0, to = 0;
+  if (s != NULL && s->zeroed && sc->size <= PAGE / 4 &&
+      (s->start < a->pop_lo || span_end(s) > a->pop_hi)) {
+    from = s->start;
+    to = from + HEAP_POPULATE < s->chunk_hi ? from + HEAP_POPULATE : s->chunk_hi;
+    if (to < span_end(s)) to = span_end(s);
+    a->pop_lo = from;
+    a->pop_hi = to;
+  }
   nlock_unlock(&a->heap_lock);
+  if (to != 0) os_populate((void *)from, to - from);
   return s;
 }
 

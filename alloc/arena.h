@@ -11,6 +11,7 @@
 #define ARENAS_MAX 1024
 #define HEAP_NBINS 160
 #define HEAP_CHUNK ((size_t)4 << 20)
+#define HEAP_POPULATE ((size_t)64 << 10) /* see bin_new_span */
 
 typedef struct bin_s {
   nlock_t lock;
@@ -33,6 +34,8 @@ typedef struct arena_s {
   size_t large_allocated;   /* usable bytes of live large spans */
   uint64_t nmalloc_large, ndalloc_large, npurged;
   uint64_t last_decay_ns;
+  uintptr_t pop_lo, pop_hi; /* the last run of fresh pages faulted in
+                               ahead (bin_new_span) */
   bin_t bins[SC_NSMALL];
 } arena_t;
 

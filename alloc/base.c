@@ -6,7 +6,8 @@
  * walking off the end of a block. Blocks up to BASE_MAX come from 256 KiB
  * pieces carved by a bump pointer, with one free list per 16-byte size, so
  * freed blocks come back warm (a fresh page costs a fault); bigger blocks
- * are mapped directly. */
+ * are mapped directly. The bump pointer's pages are faulted in ahead of it,
+ * a run at a time. */
 #include "internal.h"
 
 #include <string.h>
@@ -14,6 +15,10 @@
 #define BASE_CHUNK ((size_t)256 << 10)
 #define BASE_MAX ((size_t)64 << 10) /* thread caches (~30 KiB) stay recycled */
 #define BASE_NLISTS (BASE_MAX / 16)
+/* Pages are faulted in ahead of the bump pointer this many bytes at a
+ * time (os_populate): metadata is always written, and one call for 16
+ * pages costs less than two faults. */
+#define BASE_POPULATE ((size_t)64 << 10)
 
 typedef struct base_free_s {
   struct base_free_s *next;
@@ -21,6 +26,7 @@ typedef struct base_free_s {
 
 static nlock_t base_lock = NLOCK_INITIALIZER;
 static char *base_cur, *base_end;
+static char *base_ready; /* the chunk is populated up to here */
 static base_free_t *base_lists[BASE_NLISTS + 1];
 static _Atomic size_t base_mapped;
 
@@ -55,7 +61,7 @@ void *base_alloc(size_t size) {
       return NULL;
     }
     atomic_fetch_add_explicit(&base_mapped, BASE_CHUNK, memory_order_relaxed);
-    base_cur = p;
+    base_cur = base_ready = p;
     base_end = p + BASE_CHUNK;
     gap = 0;
   }
@@ -65,9 +71,18 @@ void *base_alloc(size_t size) {
     base_lists[gap / 16] = f;
     base_cur += gap;
   }
-  void *r = base_cur;
+  char *r = base_cur, *from = NULL, *to = NULL;
   base_cur += size;
+  if (base_cur > base_ready) {
+    from = base_ready;
+    to = (char *)ALIGN_UP((uintptr_t)base_cur + BASE_POPULATE, PAGE);
+    if (to > base_end) to = base_end;
+    base_ready = to;
+  }
   nlock_unlock(&base_lock);
+  /* outside the lock: another thread that uses these pages meanwhile
+   * just faults them in itself */
+  if (from != NULL) os_populate(from, (size_t)(to - from));
   return r; /* fresh mmap memory is already zero */
 }
 

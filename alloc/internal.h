@@ -114,6 +114,7 @@ void base_postfork_child(void);
 void *os_map(size_t size);          /* NULL on failure, errno kept */
 void os_unmap(void *p, size_t size);
 void os_purge(void *p, size_t size); /* MADV_DONTNEED: pages read back as 0 */
+void os_populate(void *p, size_t size); /* fault fresh pages in, in one call */
 uint64_t nalloc_now_ns(void);       /* CLOCK_MONOTONIC */
 
 /* ---- messages (util.c) ---------------------------------------------------
