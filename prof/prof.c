@@ -178,7 +178,8 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tctx_t *t,
    * by prof.reset). The object count goes last: once a dump sees a dead
    * tdata at zero objects it may free it, and this must be our last touch. */
   for (int i = C_N - 1; i >= 0; i--)
-    atomic_fetch_add_explicit(&t->remote[i], v[i], memory_order_release);
+    if (v[i] != 0) /* exact mode has no unbiased counts to add */
+      atomic_fetch_add_explicit(&t->remote[i], v[i], memory_order_release);
 }
 
 void prof_sample_free(void *tctx, size_t size) {
