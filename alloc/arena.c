@@ -400,7 +400,7 @@ void *arena_alloc_large(arena_t *a, size_t size, size_t align, bool zero) {
     s->kind = SPAN_LARGE;
     atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
     s->usize = np * PAGE;
-    atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
+    s->large_tctx = NULL;
     pagemap_set((void *)s->start, s);
     pagemap_set((void *)(span_end(s) - PAGE), s);
     a->large_allocated += s->usize;

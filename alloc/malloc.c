@@ -107,46 +107,52 @@ unsigned tsd_arena(void) {
 
 static void prof_slot_record(void *p, void *tctx, size_t size) {
   span_t *s = pagemap_get(p);
-  prof_slot_t *ps;
   if (s->kind == SPAN_LARGE) {
-    s->large_prof = (prof_slot_t){tctx, size};
-    atomic_store_explicit(&s->prof, &s->large_prof, memory_order_release);
-  } else {
-    ps = atomic_load_explicit(&s->prof, memory_order_acquire);
-    if (ps == NULL) {
-      size_t bytes = sizeof(prof_slot_t) * sc_info[s->cls].nslots;
-      prof_slot_t *fresh = base_alloc(bytes);
-      if (fresh == NULL) return; /* no metadata memory: leave unrecorded */
-      if (atomic_compare_exchange_strong(&s->prof, &ps, fresh)) ps = fresh;
-      else base_free(fresh, bytes);
-      /* frees in this span now look for samples */
-      atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
-    }
-    ps[span_slot_index(s, p)] = (prof_slot_t){tctx, size};
+    s->large_tctx = tctx;
+    s->large_size = size;
+    return;
   }
+  prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
+  if (ps == NULL) {
+    size_t bytes = sizeof(prof_slot_t) * sc_info[s->cls].nslots;
+    prof_slot_t *fresh = base_alloc(bytes);
+    if (fresh == NULL) return; /* no metadata memory: leave unrecorded */
+    if (atomic_compare_exchange_strong(&s->prof, &ps, fresh)) ps = fresh;
+    else base_free(fresh, bytes);
+    /* frees in this span now look for samples */
+    atomic_store_explicit(&s->free_fast, 0, memory_order_relaxed);
+  }
+  ps[span_slot_index(s, p)] = prof_slot_pack(tctx, size);
 }
 
-/* The profile slot of p in s, or NULL while nothing in s was sampled. */
-static prof_slot_t *prof_slot_of(span_t *s, const void *p) {
+/* p's record in small span s, or NULL while nothing in s was sampled. */
+static prof_slot_t *prof_slot_small(span_t *s, const void *p) {
   prof_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
-  if (ps != NULL && s->kind == SPAN_SMALL) ps += span_slot_index(s, p);
-  return ps;
+  return ps != NULL ? ps + span_slot_index(s, p) : NULL;
 }
 
 /* If p was sampled, tells the profiler it is gone. */
 static void prof_slot_release(span_t *s, void *p) {
-  prof_slot_t *ps = prof_slot_of(s, p);
-  if (ps == NULL || ps->tctx == NULL) return;
-  void *tctx = ps->tctx;
-  size_t size = ps->size;
-  ps->tctx = NULL;
-  if (s->kind == SPAN_LARGE) atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
+  void *tctx;
+  size_t size;
+  if (s->kind == SPAN_LARGE) {
+    if ((tctx = s->large_tctx) == NULL) return;
+    size = s->large_size;
+    s->large_tctx = NULL;
+  } else {
+    prof_slot_t *ps = prof_slot_small(s, p);
+    if (ps == NULL || *ps == 0) return;
+    tctx = prof_slot_tctx(*ps);
+    size = prof_slot_size(*ps);
+    *ps = 0;
+  }
   prof_sample_free(tctx, size);
 }
 
 static bool prof_slot_sampled(span_t *s, void *p) {
-  prof_slot_t *ps = prof_slot_of(s, p);
-  return ps != NULL && ps->tctx != NULL;
+  if (s->kind == SPAN_LARGE) return s->large_tctx != NULL;
+  prof_slot_t *ps = prof_slot_small(s, p);
+  return ps != NULL && *ps != 0;
 }
 
 /* ---- allocation ------------------------------------------------------------ */

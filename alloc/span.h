@@ -12,10 +12,23 @@
 
 enum { SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
 
-typedef struct prof_slot_s {
-  void *tctx;  /* NULL: this object was not sampled */
-  size_t size; /* requested size charged to tctx */
-} prof_slot_t;
+/* A small span's record of one sampled slot, in 8 bytes: the requested
+ * size charged (at most SC_SMALL_MAX: 17 bits) above the profiler's tctx
+ * pointer (user addresses have 47 bits, as the page map assumes). 0: the
+ * slot was not sampled. Half of a pointer and a size: in exact mode every
+ * slot of a span has one. */
+typedef uint64_t prof_slot_t;
+#define PROF_SLOT_SHIFT 47
+
+static inline prof_slot_t prof_slot_pack(void *tctx, size_t size) {
+  return (uint64_t)size << PROF_SLOT_SHIFT | (uintptr_t)tctx;
+}
+static inline void *prof_slot_tctx(prof_slot_t r) {
+  return (void *)(uintptr_t)(r & (((uint64_t)1 << PROF_SLOT_SHIFT) - 1));
+}
+static inline size_t prof_slot_size(prof_slot_t r) {
+  return (size_t)(r >> PROF_SLOT_SHIFT);
+}
 
 typedef struct span_s {
   uintptr_t start;
@@ -36,10 +49,12 @@ typedef struct span_s {
                                    looks at another arena's spans */
   uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
   size_t usize;               /* SPAN_LARGE: usable bytes */
-  /* Profiling: small spans point at prof_slot_t[nslots], large spans at
-   * large_prof; NULL while nothing in the span was sampled. */
+  /* Profiling. SPAN_SMALL: prof_slot_t[nslots], NULL while nothing in
+   * the span was sampled. SPAN_LARGE: the block's tctx (NULL: not
+   * sampled) and requested size. */
   _Atomic(prof_slot_t *) prof;
-  prof_slot_t large_prof;
+  void *large_tctx;
+  size_t large_size;
   uint64_t bitmap[SC_MAX_SLOTS / 64]; /* SPAN_SMALL: 1 = slot free */
 } span_t;
 
