@@ -263,9 +263,12 @@ static span_t *bin_new_span(arena_t *a, unsigned cls) {
     s->nfree = sc->nslots;
     s->slot_size = sc->size;
     s->div_mul = sc->div_mul;
-    memset(s->bitmap, 0, sizeof s->bitmap);
-    for (unsigned i = 0; i < sc->nslots; i++)
-      s->bitmap[i / 64] |= (uint64_t)1 << (i % 64);
+    for (unsigned w = 0; w < SC_MAX_SLOTS / 64; w++) {
+      unsigned lo = w * 64; /* slots lo..lo+63: all, some or none exist */
+      s->bitmap[w] = lo + 64 <= sc->nslots ? ~(uint64_t)0
+                     : lo < sc->nslots      ? ((uint64_t)1 << (sc->nslots - lo)) - 1
+                                            : 0;
+    }
     atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
     pagemap_set_range((void *)s->start, s->npages, s);
     atomic_store_explicit(&s->free_fast, 1, memory_order_relaxed);
@@ -317,15 +320,17 @@ unsigned arena_refill(arena_t *a, unsigned cls, void **out, unsigned n) {
       b->nspans++;
       bin_list_push(b, s);
     }
+    const uintptr_t size = sc->size;
     for (unsigned w = 0; w < SC_MAX_SLOTS / 64 && got < n && s->nfree; w++) {
       uint64_t bits = s->bitmap[w];
+      const uintptr_t base = s->start + (uintptr_t)w * 64 * size;
+      const unsigned from = got;
       while (bits && got < n) {
-        unsigned i = w * 64 + (unsigned)__builtin_ctzll(bits);
+        out[got++] = (void *)(base + (uintptr_t)__builtin_ctzll(bits) * size);
         bits &= bits - 1;
-        out[got++] = (void *)(s->start + (uintptr_t)i * sc->size);
-        s->nfree--;
       }
       s->bitmap[w] = bits;
+      s->nfree -= got - from;
     }
     if (s->nfree == 0) bin_list_remove(b, s);
   }
@@ -339,18 +344,16 @@ static _Noreturn void bad_free(const void *p, const char *why) {
   nalloc_fatal("free(%p): %s", p, why);
 }
 
-/* Gives a slot back to its span; the caller holds the span's bin lock.
- * Every pointer reaching here was checked to start a slot by free (fast or
- * slow path), so only the double free is left to catch. */
-static void slot_release(arena_t *a, bin_t *b, span_t *s, void *p) {
+/* Gives `n` slots back to span s, whose bits in `bits` the caller already
+ * set; the caller holds the span's bin lock. A span that was full goes
+ * back on the bin's list; an empty one that is not the bin's only span
+ * goes back to the heap. */
+static void span_slots_returned(arena_t *a, bin_t *b, span_t *s, uint32_t n) {
   const sc_info_t *sc = &sc_info[s->cls];
-  uint32_t i = sc_slot_of(s->cls, (uintptr_t)p - s->start);
-  uint64_t bit = (uint64_t)1 << (i % 64);
-  if (s->bitmap[i / 64] & bit) bad_free(p, "double free");
-  s->bitmap[i / 64] |= bit;
-  b->nout--;
-  b->ndalloc++;
-  if (++s->nfree == 1) bin_list_push(b, s);
+  b->nout -= n;
+  b->ndalloc += n;
+  if (s->nfree == 0) bin_list_push(b, s);
+  s->nfree += n;
   if (s->nfree == sc->nslots && (b->partial != s || s->next != NULL)) {
     /* Empty and not the bin's only span: give the pages back. */
     bin_list_remove(b, s);
@@ -366,23 +369,42 @@ static void slot_release(arena_t *a, bin_t *b, span_t *s, void *p) {
   }
 }
 
+/* Every pointer reaching here was checked to start a slot by free (fast or
+ * slow path), so only the double free is left to catch. Pointers come in
+ * runs from one span (a thread frees what it allocated together), so the
+ * page map is asked only when a pointer leaves the current span, and the
+ * span's counts move once per run. */
 void arena_flush(void *const *ptrs, unsigned n) {
   bin_t *held = NULL;
   arena_t *ha = NULL;
+  span_t *s = NULL;
+  uintptr_t lo = 0, hi = 0; /* s's pages */
+  uint32_t run = 0;         /* slots of s returned in this run */
   for (unsigned k = 0; k < n; k++) {
     void *p = ptrs[k];
-    span_t *s = pagemap_get(p);
-    if (unlikely(s == NULL)) bad_free(p, "not a pointer nalloc returned");
-    arena_t *a = atomic_load_explicit(&arenas[s->arena], memory_order_relaxed);
-    bin_t *b = &a->bins[s->cls];
-    if (b != held) {
-      if (held) nlock_unlock(&held->lock);
-      nlock_lock(&b->lock);
-      held = b;
-      ha = a;
+    if ((uintptr_t)p - lo >= hi - lo) {
+      if (run) span_slots_returned(ha, held, s, run);
+      run = 0;
+      s = pagemap_get(p);
+      if (unlikely(s == NULL)) bad_free(p, "not a pointer nalloc returned");
+      arena_t *a = atomic_load_explicit(&arenas[s->arena], memory_order_relaxed);
+      bin_t *b = &a->bins[s->cls];
+      if (b != held) {
+        if (held) nlock_unlock(&held->lock);
+        nlock_lock(&b->lock);
+        held = b;
+        ha = a;
+      }
+      lo = s->start;
+      hi = span_end(s);
     }
-    slot_release(ha, b, s, p);
+    uint32_t i = span_slot_index(s, p);
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    if (s->bitmap[i / 64] & bit) bad_free(p, "double free");
+    s->bitmap[i / 64] |= bit;
+    run++;
   }
+  if (run) span_slots_returned(ha, held, s, run);
   if (held) nlock_unlock(&held->lock);
 }
 
