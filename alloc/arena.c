@@ -386,7 +386,10 @@ void arena_flush(void *const *ptrs, unsigned n) {
       if (run) span_slots_returned(ha, held, s, run);
       run = 0;
       s = pagemap_get(p);
-      if (unlikely(s == NULL)) bad_free(p, "not a pointer nalloc returned");
+      /* p started a slot of a small span when free took it; if its span
+       * has gone since, the block was freed twice and the span emptied */
+      if (unlikely(s == NULL || s->kind != SPAN_SMALL || !span_slot_ok(s, p)))
+        bad_free(p, "double free (its span was already given back)");
       arena_t *a = atomic_load_explicit(&arenas[s->arena], memory_order_relaxed);
       bin_t *b = &a->bins[s->cls];
       if (b != held) {

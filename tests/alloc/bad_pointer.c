@@ -1,7 +1,8 @@
 /* bad_pointer: a pointer nalloc does not own, passed to free / realloc /
  * malloc_usable_size, kills the process with SIGABRT and a message on
- * stderr that names nalloc -- never silent corruption. So does an
- * immediate double free. Each case runs in
+ * stderr that names nalloc -- never silent corruption. So does a double
+ * free, immediate or caught when the slot goes back to its span. Each
+ * case runs in
  * a forked child; the parent checks how it died and what it said. */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -88,6 +89,20 @@ static void double_free_n(size_t n) {
 static void double_free_small(void) { double_free_n(100); }
 static void double_free_large(void) { double_free_n(300 * 1024); }
 static void double_free_huge(void) { double_free_n(5 << 20); }
+/* a double free with another free in between: the thread cache takes it,
+ * and it is caught when the slots go back to their span (here: the cache
+ * overflows, and flushes its oldest entries) */
+static void double_free_later(void) {
+  enum { N = 1024 };
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) CHECK((blocks[i] = A_MALLOC(100)) != NULL);
+  void *volatile p = A_MALLOC(100), *volatile q = A_MALLOC(100);
+  CHECK(p != NULL && q != NULL);
+  A_FREE(p);
+  A_FREE(q);
+  A_FREE(p);
+  for (int i = 0; i < N; i++) A_FREE(blocks[i]);
+}
 #ifndef NALLOC_TEST_PREFIXED
 /* a block of glibc's own heap (the real glibc malloc, bypassing the
  * override): the realistic "second heap" mistake */
@@ -175,6 +190,7 @@ int main(void) {
       {"double free of malloc(100)", double_free_small, true},
       {"double free of malloc(300K)", double_free_large, true},
       {"double free of malloc(5M)", double_free_huge, true},
+      {"double free of malloc(100), another free between", double_free_later, true},
 #ifndef NALLOC_TEST_PREFIXED
       {"free(block of glibc's own malloc)", free_glibc_block, true},
 #endif
