@@ -219,7 +219,9 @@ bt_fp(prof_tdata_t *td, const void *caller, const void *frame, void **out,
 static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
                                        unsigned max) {
   void *buf[PROF_DEPTH_MAX + PROF_SKIP_MAX];
+  prof_loader_enter();
   int got = unw_backtrace(buf, (int)(max + PROF_SKIP_MAX));
+  prof_loader_exit();
   int i = 0;
   while (i < got && i < PROF_SKIP_MAX && buf[i] != caller) i++;
   if (i >= got || buf[i] != caller) {
@@ -369,6 +371,8 @@ void prof_bt_prime(void) {
   exec_refresh();
   tsd_t *tsd = tsd_get();
   tsd->reentrant++;
+  prof_loader_enter();
   (void)unw_backtrace(buf, 8);
+  prof_loader_exit();
   tsd->reentrant--;
 }

@@ -87,9 +87,30 @@ NALLOC_NOINLINE uint64_t prof_cfi_miss(uintptr_t pc) {
   return rule;
 }
 
-void prof_cfi_prefork(void) { nlock_prefork(&cfi_lock); }
-void prof_cfi_postfork_parent(void) { nlock_postfork_parent(&cfi_lock); }
-void prof_cfi_postfork_child(void) { nlock_postfork_child(&cfi_lock); }
+/* The profiler's calls into the loader (dl_iterate_phdr, here and inside
+ * libunwind) hold this for reading, and fork's prepare handler takes it for
+ * writing. glibc does not reset the loader's lock in a fork child, so a
+ * fork while another thread was inside dl_iterate_phdr for us would leave
+ * the child's first walk waiting on it forever. Readers go first (glibc's
+ * default): a thread that holds the loader's lock and allocates from a
+ * dl_iterate_phdr callback of its own must never wait behind a fork. */
+static pthread_rwlock_t cfi_loader_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+void prof_loader_enter(void) { pthread_rwlock_rdlock(&cfi_loader_lock); }
+void prof_loader_exit(void) { pthread_rwlock_unlock(&cfi_loader_lock); }
+
+void prof_cfi_prefork(void) {
+  pthread_rwlock_wrlock(&cfi_loader_lock);
+  nlock_prefork(&cfi_lock);
+}
+void prof_cfi_postfork_parent(void) {
+  nlock_postfork_parent(&cfi_lock);
+  pthread_rwlock_unlock(&cfi_loader_lock);
+}
+void prof_cfi_postfork_child(void) {
+  nlock_postfork_child(&cfi_lock);
+  pthread_rwlock_init(&cfi_loader_lock, NULL); /* only this thread is left */
+}
 
 /* ---- reading DWARF call-frame information --------------------------------
  * Everything read here is the loaded image of an ELF object (read-only
@@ -424,7 +445,9 @@ static uint64_t cfi_pack(const cfi_state_t *st) {
  * function, whose rules are not the caller's. */
 static uint64_t cfi_compute(uintptr_t pc) {
   find_arg_t f = {pc - 1, NULL};
+  prof_loader_enter();
   dl_iterate_phdr(find_cb, &f);
+  prof_loader_exit();
   if (f.fde == NULL) return CFI_OTHER;
   rd_t r = {f.fde, f.fde + 12, false};
   uint64_t len = rd_fixed(&r, 4);

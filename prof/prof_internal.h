@@ -260,6 +260,10 @@ static NALLOC_ALWAYS_INLINE uint64_t prof_cfi_rule(uintptr_t pc) {
   }
   return prof_cfi_miss(pc);
 }
+/* Around the profiler's calls into the loader (dl_iterate_phdr, directly
+ * or through libunwind): fork waits for them (prof_cfi.c). */
+void prof_loader_enter(void);
+void prof_loader_exit(void);
 void prof_cfi_prefork(void);
 void prof_cfi_postfork_parent(void);
 void prof_cfi_postfork_child(void);
