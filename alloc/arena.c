@@ -344,7 +344,7 @@ static _Noreturn void bad_free(const void *p, const char *why) {
   nalloc_fatal("free(%p): %s", p, why);
 }
 
-/* Gives `n` slots back to span s, whose bits in `bits` the caller already
+/* Gives `n` slots back to span s, whose bitmap bits the caller already
  * set; the caller holds the span's bin lock. A span that was full goes
  * back on the bin's list; an empty one that is not the bin's only span
  * goes back to the heap. */

@@ -12,7 +12,7 @@
  * fails prints one line and profiling goes on.
  *
  * Interval and gdump dumps run in the allocating thread after its sample
- * is recorded (prof_sample_commit), outside every allocator lock, like
+ * is counted (prof_sample), outside every allocator lock, like
  * jemalloc's idump/gdump. */
 #define _GNU_SOURCE
 #include "prof_internal.h"
@@ -31,7 +31,7 @@ enum { K_M, K_I, K_U, K_S, K_F };
  * it is safe to write a file. Process-wide, so any thread may run them. */
 static _Atomic unsigned pending_i, pending_u;
 /* Any of the three pending flags is set: the one word the sampled path
- * reads (prof_sample_commit) before calling in here. */
+ * reads (prof_sample) before calling in here. */
 _Atomic unsigned prof_trigger_pending;
 
 static _Atomic uint64_t interval_bytes;
