@@ -483,7 +483,8 @@ bool arena_resize_large(span_t *s, size_t size) {
     if (r && r->kind == SPAN_FREE && r->start == span_end(s) && r->npages >= need) {
       span_t *g = run_carve(a, r, r->start, need);
       if (g != NULL) {
-        pagemap_set((void *)(span_end(s) - PAGE), NULL);
+        /* the old last page stops being one, unless it is also the first */
+        if (s->npages > 1) pagemap_set((void *)(span_end(s) - PAGE), NULL);
         if (g->npages > 0) pagemap_set((void *)g->start, NULL);
         s->npages += need;
         a->large_allocated += need * PAGE;
