@@ -5,16 +5,13 @@
 #include <malloc.h>
 
 #include "entry.h"
+#include "stats.h"
 
-NALLOC_EXPORT void *NAME(malloc)(size_t size) {
-  return entry_alloc(size, false, NALLOC_CALLER());
-}
+NALLOC_EXPORT void *NAME(malloc)(size_t size) { return entry_alloc(size, false); }
 
-NALLOC_EXPORT void NAME(free)(void *p) { entry_free(p); }
+NALLOC_EXPORT void NAME(free)(void *p) { entry_free(p, FN_FREE); }
 
-NALLOC_EXPORT void *NAME(calloc)(size_t n, size_t size) {
-  return entry_calloc(n, size, NALLOC_CALLER());
-}
+NALLOC_EXPORT void *NAME(calloc)(size_t n, size_t size) { return entry_calloc(n, size); }
 
 NALLOC_EXPORT void *NAME(realloc)(void *p, size_t size) {
   return entry_realloc(p, size, NALLOC_CALLER());
@@ -61,15 +58,15 @@ NALLOC_EXPORT size_t NAME(malloc_usable_size)(void *p) { return entry_usable_siz
 
 NALLOC_EXPORT void NAME(free_sized)(void *p, size_t size) {
   (void)size;
-  entry_free(p);
+  entry_free(p, FN_FREE);
 }
 
 NALLOC_EXPORT void NAME(free_aligned_sized)(void *p, size_t align, size_t size) {
   (void)align;
   (void)size;
-  entry_free(p);
+  entry_free(p, FN_FREE);
 }
 
 NALLOC_EXPORT int NAME(malloc_trim)(size_t pad) { return entry_trim(pad); }
 
-NALLOC_EXPORT void NAME(malloc_stats)(void) { entry_stats_print(); }
+NALLOC_EXPORT void NAME(malloc_stats)(void) { stats_print(); }

@@ -1,60 +1,37 @@
-/* arena.h -- arenas: per-class bins of small spans, and a page heap.
- *
- * Thread caches refill from and flush to an arena's bins (one lock per
- * bin). Bins get spans from the arena's page heap (one lock per arena),
- * which gets memory from the OS, bound to the arena's NUMA node. */
+/* arena.h -- arenas (arena_t, in types.h): per NUMA node, the pages
+ * (page_heap.h), the spans whose owners went away, and a shared heap for
+ * threads without one. Threads touch an arena only for whole spans and
+ * large blocks. */
 #ifndef NALLOC_ARENA_H
 #define NALLOC_ARENA_H
 
-#include "span.h"
-
-#define ARENAS_MAX 1024
-#define HEAP_NBINS 160
-#define HEAP_CHUNK ((size_t)4 << 20)
-#define HEAP_POPULATE ((size_t)64 << 10) /* see bin_new_span */
-
-typedef struct bin_s {
-  nlock_t lock;
-  span_t *partial; /* spans with free slots */
-  size_t nspans;
-  size_t nout;     /* slots handed out (live or in thread caches) */
-  uint64_t nmalloc, ndalloc;
-} bin_t;
-
-typedef struct arena_s {
-  unsigned index, node;
-  _Atomic unsigned nthreads;
-  nlock_t heap_lock;
-  span_t *runs[HEAP_NBINS]; /* free runs by size; dirty at the head */
-  uint64_t runs_nonempty[(HEAP_NBINS + 63) / 64];
-  span_t *span_cache;       /* recycled span_t records */
-  size_t npages_active;     /* pages in small and large spans */
-  size_t npages_dirty;      /* free pages that may be resident */
-  size_t mapped;            /* bytes mapped for this arena */
-  size_t large_allocated;   /* usable bytes of live large spans */
-  uint64_t nmalloc_large, ndalloc_large, npurged;
-  uint64_t last_decay_ns;
-  uintptr_t pop_lo, pop_hi; /* the last run of fresh pages faulted in
-                               ahead (bin_new_span) */
-  bin_t bins[SC_NSMALL];
-} arena_t;
+#include "types.h"
 
 extern _Atomic(arena_t *) arenas[ARENAS_MAX];
 extern unsigned arenas_count; /* arenas in use (narenas) */
 
-arena_t *arena_get(unsigned i); /* creates on first use; NULL on OOM */
+/* Arena i, created on first use; NULL when out of memory. */
+arena_t *arena_get(unsigned i);
+/* a, or in a fork child whose parent was interrupted inside a (a broken
+ * arena) another arena, made for the purpose if need be. */
+arena_t *arena_usable(arena_t *a);
+/* Sizes the arena set (after NALLOC_CONF and NUMA discovery). */
+void arena_boot(void);
 
-/* Small objects. */
-unsigned arena_refill(arena_t *a, unsigned cls, void **out, unsigned n);
-void arena_flush(void *const *ptrs, unsigned n);
-/* Large objects (> SC_SMALL_MAX, or alignment > PAGE). */
-void *arena_alloc_large(arena_t *a, size_t size, size_t align, bool zero);
-void arena_free_large(span_t *s);
-/* Shrinks or grows a large span in place; true on success. */
-bool arena_resize_large(span_t *s, size_t size);
+/* Spans of exited threads: parked by class, adopted by the next heap of
+ * the arena that needs a span of that class. */
+void arena_abandon(arena_t *a, span_t *s);
+span_t *arena_adopt(arena_t *a, unsigned cls, struct heap_s *h);
+/* A remote free went into an abandoned span of a: every so often the
+ * arena looks for abandoned spans that emptied and gives them back. */
+void arena_note_orphan_free(arena_t *a);
+/* A block of class cls from the arena's shared heap (threads without a
+ * heap of their own); NULL when the OS refuses memory. */
+void *arena_shared_alloc(arena_t *a, unsigned cls);
 
-/* Purges dirty pages now: all of them (all=true) or those past decay.
- * Returns the number of pages purged. */
+/* Returns free memory to the OS: all of it (all=true) or what is past
+ * decay; abandoned spans that emptied are given back first. Returns pages
+ * purged. */
 size_t arena_purge(arena_t *a, bool all);
 
 typedef struct arena_stats_s {
@@ -68,7 +45,9 @@ void arena_prefork(void);
 void arena_postfork_parent(void);
 void arena_postfork_child(void);
 
-/* Called when a span's memory is mapped: bind it to the arena's node. */
-void numa_bind_range(void *p, size_t size, unsigned node);
+#define FOR_EACH_ARENA(a)                                                     \
+  for (unsigned arena_i_ = 0; arena_i_ < ARENAS_MAX; arena_i_++)              \
+    for (arena_t *a = atomic_load_explicit(&arenas[arena_i_], memory_order_acquire); \
+         a != NULL; a = NULL)
 
 #endif

@@ -16,6 +16,7 @@
 #include "arena.h"
 #include "background.h"
 #include "conf.h"
+#include "log.h"
 
 bool opt_background_thread = false;
 
@@ -27,10 +28,7 @@ static void *background_main(void *arg) {
   struct timespec period = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
   for (;;) {
     nanosleep(&period, NULL);
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
-      arena_t *a = atomic_load_explicit(&arenas[i], memory_order_acquire);
-      if (a != NULL) arena_purge(a, false);
-    }
+    FOR_EACH_ARENA(a) arena_purge(a, false);
   }
   return NULL;
 }

@@ -2,7 +2,7 @@
 #ifndef NALLOC_BACKGROUND_H
 #define NALLOC_BACKGROUND_H
 
-#include "internal.h"
+#include "compiler.h"
 
 extern bool opt_background_thread;
 /* From the library constructor: starts the thread if the option is on. */

@@ -8,7 +8,10 @@
  * freed blocks come back warm (a fresh page costs a fault); bigger blocks
  * are mapped directly. The bump pointer's pages are faulted in ahead of it,
  * a run at a time. */
-#include "internal.h"
+#include "base.h"
+
+#include "lock.h"
+#include "os.h"
 
 #include <string.h>
 
@@ -24,7 +27,7 @@ typedef struct base_free_s {
   struct base_free_s *next;
 } base_free_t;
 
-static nlock_t base_lock = NLOCK_INITIALIZER;
+static nlock_t base_lock = NLOCK_INITIALIZER(LOCK_BASE);
 static char *base_cur, *base_end;
 static char *base_ready; /* the chunk is populated up to here */
 static base_free_t *base_lists[BASE_NLISTS + 1];
@@ -108,4 +111,12 @@ size_t base_stats_mapped(void) {
 
 void base_prefork(void) { nlock_prefork(&base_lock); }
 void base_postfork_parent(void) { nlock_postfork_parent(&base_lock); }
-void base_postfork_child(void) { nlock_postfork_child(&base_lock); }
+/* A fork that interrupted this thread inside base_alloc or base_free (from
+ * a signal handler) leaves the bump pointer or a free list mid-update:
+ * the child starts from a fresh chunk and empty lists (what they held is
+ * lost to the child, which is all). */
+void base_postfork_child(void) {
+  if (!nlock_postfork_child(&base_lock)) return;
+  base_cur = base_end = base_ready = NULL;
+  for (size_t i = 0; i <= BASE_NLISTS; i++) base_lists[i] = NULL;
+}

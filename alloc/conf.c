@@ -14,8 +14,9 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-#include "arena.h"
 #include "background.h"
+#include "log.h"
+#include "types.h"
 #include "../prof/prof_hook.h"
 
 unsigned opt_narenas = 0;

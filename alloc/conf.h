@@ -1,8 +1,34 @@
-/* conf.h -- the allocator's NALLOC_CONF options (values after parsing). */
+/* conf.h -- NALLOC_CONF: the option tables and the allocator's options.
+ *
+ * Every option is one row; the parser, the error messages and the opt.*
+ * ctl names all come from the rows, so a module adds an option by adding
+ * a row. */
 #ifndef NALLOC_CONF_H
 #define NALLOC_CONF_H
 
-#include "internal.h"
+#include <sys/types.h>
+
+#include "compiler.h"
+
+typedef enum {
+  CONF_BOOL,     /* bool: true/false */
+  CONF_UNSIGNED, /* unsigned, in [min, max] */
+  CONF_SIZE,     /* size_t, in [min, max]; accepts k/m/g suffixes */
+  CONF_SSIZE,    /* ssize_t, in [min, max] */
+  CONF_STR,      /* char[strcap], any text without ',' */
+  CONF_ENUM,     /* unsigned index into choices (NULL-terminated) */
+  CONF_SIGNAL,   /* int signal number: 12, USR2 or SIGUSR2; 0 = off */
+} conf_type_t;
+
+typedef struct conf_entry_s {
+  const char *name;
+  conf_type_t type;
+  void *ptr;
+  int64_t min, max;
+  const char *const *choices; /* CONF_ENUM */
+  size_t strcap;              /* CONF_STR */
+  const char *help;           /* one line for README/--help */
+} conf_entry_t;
 
 extern unsigned opt_narenas;          /* 0: nodes * narenas_per_node */
 extern unsigned opt_narenas_per_node; /* 0: CPUs of the node */

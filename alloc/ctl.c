@@ -4,17 +4,45 @@
  * opt.<key> names come from the NALLOC_CONF rows themselves, so every
  * option is readable without a handler of its own. The profiler adds its
  * rows (prof.*, thread.prof.*) through prof_hook.h. */
+#include "ctl.h"
+
 #include <string.h>
 
+#include "arena.h"
 #include "conf.h"
-#include "entry.h"
-#include "numa.h"
+#include "node.h"
+#include "size_class.h"
 #include "stats.h"
+#include "tsd.h"
+#include "nalloc.h"
 #include "../prof/prof_hook.h"
 
-bool tsd_set_arena(unsigned i);
-unsigned tsd_arena(void);
-void tsd_ensure(void);
+/* arena.<i>.purge with this index means every arena, as in jemalloc
+ * (MALLCTL_ARENAS_ALL). */
+#define CTL_ARENAS_ALL 4096
+
+int ctl_out(void *oldp, size_t *oldlenp, const void *v, size_t len) {
+  if (oldp == NULL && oldlenp == NULL) return 0;
+  if (oldp == NULL || oldlenp == NULL) {
+    if (oldlenp != NULL) *oldlenp = len; /* size query */
+    return oldp == NULL ? 0 : EINVAL;
+  }
+  if (*oldlenp != len) {
+    size_t n = *oldlenp < len ? *oldlenp : len;
+    memcpy(oldp, v, n);
+    *oldlenp = n;
+    return EINVAL;
+  }
+  memcpy(oldp, v, len);
+  return 0;
+}
+
+int ctl_in(void *newp, size_t newlen, void *v, size_t len) {
+  if (newp == NULL) return EINVAL;
+  if (newlen != len) return EINVAL;
+  memcpy(v, newp, len);
+  return 0;
+}
 
 #define CTL_FN(name) \
   static int name(const size_t *idx, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
@@ -22,7 +50,7 @@ void tsd_ensure(void);
 CTL_FN(ctl_version) {
   (void)idx;
   CTL_READONLY();
-  const char *v = "0.1.0";
+  const char *v = NALLOC_VERSION;
   return ctl_out(oldp, oldlenp, &v, sizeof v);
 }
 
@@ -51,7 +79,7 @@ CTL_FN(ctl_epoch) {
   }
 
 #define ARENA_OK (idx[0] < arenas_count)
-#define NODE_OK (idx[0] < numa_nnodes && idx[0] < STATS_MAX_NODES)
+#define NODE_OK (idx[0] < node_count && idx[0] < STATS_MAX_NODES)
 CTL_STAT(ctl_allocated, size_t, stats_snapshot.allocated, 1)
 CTL_STAT(ctl_active, size_t, stats_snapshot.active, 1)
 CTL_STAT(ctl_resident, size_t, stats_snapshot.resident, 1)
@@ -68,7 +96,7 @@ CTL_STAT(ctl_a_nthreads, unsigned, stats_snapshot.arena[idx[0]].nthreads, ARENA_
 CTL_STAT(ctl_a_nmalloc, uint64_t, stats_snapshot.arena[idx[0]].nmalloc, ARENA_OK)
 CTL_STAT(ctl_a_ndalloc, uint64_t, stats_snapshot.arena[idx[0]].ndalloc, ARENA_OK)
 CTL_STAT(ctl_a_npurged, uint64_t, stats_snapshot.arena[idx[0]].npurged, ARENA_OK)
-CTL_STAT(ctl_a_node, unsigned, numa_node_of_arena((unsigned)idx[0]), ARENA_OK)
+CTL_STAT(ctl_a_node, unsigned, node_of_arena((unsigned)idx[0]), ARENA_OK)
 CTL_STAT(ctl_n_allocated, size_t, stats_snapshot.node[idx[0]].allocated, NODE_OK)
 CTL_STAT(ctl_n_active, size_t, stats_snapshot.node[idx[0]].active, NODE_OK)
 CTL_STAT(ctl_n_resident, size_t, stats_snapshot.node[idx[0]].resident, NODE_OK)
@@ -78,12 +106,15 @@ CTL_STAT(ctl_narenas, unsigned, arenas_count, 1)
 CTL_STAT(ctl_page, size_t, PAGE, 1)
 CTL_STAT(ctl_nbins, unsigned, SC_NSMALL, 1)
 CTL_STAT(ctl_bin_size, size_t, sc_info[idx[0]].size, idx[0] < SC_NSMALL)
-CTL_STAT(ctl_bin_nslots, uint32_t, sc_info[idx[0]].nslots, idx[0] < SC_NSMALL)
-CTL_STAT(ctl_bin_npages, uint32_t, sc_info[idx[0]].npages, idx[0] < SC_NSMALL)
-CTL_STAT(ctl_nodes, unsigned, numa_nnodes, 1)
-CTL_STAT(ctl_per_node, unsigned, numa_per_node, 1)
+/* A thread's first span of a class is the smallest that fits; these are
+ * the later ones. */
+CTL_STAT(ctl_bin_nslots, uint32_t, sc_nslots((unsigned)idx[0], sc_info[idx[0]].npages[1]),
+         idx[0] < SC_NSMALL)
+CTL_STAT(ctl_bin_npages, uint32_t, sc_info[idx[0]].npages[1], idx[0] < SC_NSMALL)
+CTL_STAT(ctl_nodes, unsigned, node_count, 1)
+CTL_STAT(ctl_per_node, unsigned, node_arenas_per, 1)
 CTL_STAT(ctl_mbind_failures, uint64_t,
-         atomic_load_explicit(&numa_mbind_failures, memory_order_relaxed), 1)
+         atomic_load_explicit(&node_mbind_failures, memory_order_relaxed), 1)
 
 CTL_FN(ctl_thread_arena) {
   (void)idx;
@@ -101,13 +132,11 @@ CTL_FN(ctl_tcache_flush) {
   (void)idx;
   (void)newlen;
   if (oldp != NULL || oldlenp != NULL || newp != NULL) return EPERM;
-  tsd_t *tsd = tsd_get();
-  if (tsd->state == TSD_NOMINAL) tcache_flush_all(tsd->tcache);
+  tsd_flush();
   return 0;
 }
 
-/* arena.<i>.purge; i == narenas (or 4096, jemalloc's "all") purges every
- * arena. */
+/* arena.<i>.purge; i == narenas (or CTL_ARENAS_ALL) purges every arena. */
 CTL_FN(ctl_arena_purge) {
   (void)newlen;
   if (oldp != NULL || oldlenp != NULL || newp != NULL) return EPERM;
@@ -118,11 +147,8 @@ CTL_FN(ctl_arena_purge) {
     arena_purge(a, true);
     return 0;
   }
-  if (i != arenas_count && i != 4096) return ENOENT;
-  for (unsigned k = 0; k < ARENAS_MAX; k++) {
-    arena_t *a = atomic_load_explicit(&arenas[k], memory_order_acquire);
-    if (a) arena_purge(a, true);
-  }
+  if (i != arenas_count && i != CTL_ARENAS_ALL) return ENOENT;
+  FOR_EACH_ARENA(a) arena_purge(a, true);
   return 0;
 }
 

@@ -1,86 +1,105 @@
 /* entry.h -- the bodies of the public entry points, inlined into each
- * exported name (malloc in override.c, nalloc_malloc in api.c, operator new
- * in new.c) so that each records its own caller for the profiler and the
- * fast paths cost no extra call.
+ * exported name (malloc in override.c, nalloc_malloc in api.c, operator
+ * new in new.c) so that each records its own caller for the profiler and
+ * the fast paths cost no extra call.
  *
- * Fast paths: a small malloc pops the thread cache, a small free pushes it.
- * No lock, no atomic read-modify-write; with profiling off the only extra
- * work is the sample countdown, which never reaches zero. */
+ * Fast paths: a small malloc pops a slot off the thread's current span of
+ * the class (span_pop); a small free of a block of one of the thread's own
+ * spans pushes it back (span_push), which also tells a double free. No
+ * lock, no atomic read-modify-write; with profiling off the only extra
+ * work is the sample countdown, which never reaches zero. Everything else
+ * (another thread's block, a dry span, a sampled block, a large block, a
+ * pointer that is not ours) goes to the slow paths. */
 #ifndef NALLOC_ENTRY_H
 #define NALLOC_ENTRY_H
 
+#include <errno.h>
 #include <string.h>
 
+#include "heap.h"
 #include "pagemap.h"
-#include "span.h"
-#include "tcache.h"
+#include "tsd.h"
 
 #define NALLOC_CALLER() __builtin_return_address(0)
 
-/* `frame`: the public entry point's frame pointer (the profiler finds
- * the caller's stack from it), or NULL. */
+/* Larger requests cannot be had on a 47-bit address space: ENOMEM before
+ * any arithmetic on them can overflow. */
+#define MAX_REQUEST ((size_t)1 << 46)
+
+/* Which call freed (for the message about a bad pointer). */
+enum { FN_FREE, FN_DELETE, FN_REALLOC, FN_USABLE, FN_N };
+
+/* `frame`: the public entry point's frame pointer (the profiler finds the
+ * caller's stack from it), or NULL. `caller`: the return address into the
+ * program, or NULL to read it from `frame`. */
 void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
                   const void *frame);
-void free_slow(void *p, span_t *s);
-void free_checked(void *p, span_t *s);
+void free_slow(void *p, int fn);
+/* The span of p, checked: p must start a live block (else the message
+ * naming call `fn`, and abort). *slot: its slot index if small. */
+span_t *span_checked(int fn, void *p, uint32_t *slot);
 void *entry_realloc(void *p, size_t size, const void *caller);
 void *entry_aligned(size_t align, size_t size, int kind, int *err, const void *caller);
 size_t entry_usable_size(void *p);
 int entry_trim(size_t pad);
-void entry_stats_print(void);
 
 enum { ALIGNED_POSIX, ALIGNED_C11, ALIGNED_MEMALIGN, ALIGNED_VALLOC, ALIGNED_PVALLOC };
 
-static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero,
-                                              const void *caller) {
+/* The fast path of every allocating entry point, or NULL when it does not
+ * apply (then the caller goes to malloc_slow with its frame, from which
+ * the profiler reads the caller). */
+static NALLOC_ALWAYS_INLINE void *entry_alloc_fast(size_t size, bool zero) {
   tsd_t *tsd = tsd_get();
   if (likely(size <= SC_SMALL_MAX)) {
-    tbin_t *b = &tsd->tcache->bins[sc_index(size)];
     int64_t cd = tsd->prof_countdown - (int64_t)size;
-    if (likely(b->count != 0 && cd >= 0)) {
+    span_t *s = tsd->heap->cur[sc_index(size)];
+    uint64_t b = span_peek(s);
+    if (likely(cd >= 0 && b != 0)) {
       tsd->prof_countdown = cd;
-      void *p = b->slots[--b->count];
+      void *p = span_take(s, b);
       if (zero) memset(p, 0, size);
       return p;
     }
   }
-  return malloc_slow(size, 0, zero, caller, __builtin_frame_address(0));
+  return NULL;
 }
 
-/* The checks keep a bad free from poisoning the cache (a pointer into the
- * middle of a block would be handed out again): p must start a slot of its
- * span, the span must be small with nothing sampled in it, and p must not
- * be the entry just cached (an immediate double free). slots[-1] is a
- * dummy, so the last check needs no branch on an empty bin. A pointer that
- * starts a slot but fails the rest goes to free_checked, anything else to
- * free_slow, which diagnoses it. */
-static NALLOC_ALWAYS_INLINE void entry_free(void *p) {
-  if (unlikely(p == NULL)) return;
-  span_t *s = pagemap_get(p);
-  if (likely(s != NULL && span_slot_ok(s, p))) {
-    if (likely(atomic_load_explicit(&s->free_fast, memory_order_relaxed))) {
-      tbin_t *b = &tsd_get()->tcache->bins[s->cls];
-      void **top = b->slots + b->count;
-      if (likely(b->count < b->max && top[-1] != p)) {
-        *top = p;
-        b->count++;
+static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero) {
+  void *p = entry_alloc_fast(size, zero);
+  if (likely(p != NULL)) return p;
+  return malloc_slow(size, 0, zero, NULL, __builtin_frame_address(0));
+}
+
+/* p must start a slot of a span this thread owns with nothing sampled in
+ * it (owner_fast): then the push checks the slot is in use and frees it.
+ * Every other case (NULL, a pointer that is not ours, another thread's
+ * block, a sampled or large one) is free_slow's. One unsigned compare
+ * keeps both NULL and addresses past the page map out. */
+static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
+  if (likely(pagemap_covers(p))) {
+    span_t *s = pagemap_span(p);
+    bool ok;
+    uint32_t i = span_slot(s, p, &ok);
+    heap_t *h = tsd_get()->heap;
+    if (likely(ok && load_racy(&s->owner_fast) == h)) {
+      int r = span_push(s, i);
+      if (likely(r == PUSH_OK)) return;
+      if (r == PUSH_EMPTY) {
+        heap_span_empty(h, s);
         return;
       }
     }
-    free_checked(p, s);
-    return;
   }
-  free_slow(p, s);
+  free_slow(p, fn);
 }
 
-static NALLOC_ALWAYS_INLINE void *entry_calloc(size_t n, size_t size,
-                                               const void *caller) {
+static NALLOC_ALWAYS_INLINE void *entry_calloc(size_t n, size_t size) {
   size_t total;
   if (unlikely(__builtin_mul_overflow(n, size, &total))) {
     errno = ENOMEM;
     return NULL;
   }
-  return entry_alloc(total, true, caller);
+  return entry_alloc(total, true);
 }
 
 static NALLOC_ALWAYS_INLINE void *entry_reallocarray(void *p, size_t n, size_t size,

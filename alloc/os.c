@@ -1,6 +1,9 @@
-/* os.c -- the OS layer: mapping, unmapping and purging pages, and time.
+/* os.c -- the OS layer: mapping, unmapping, purging and populating pages,
+ * and the clock.
  * Everything above asks for memory here and nowhere else. */
-#include "internal.h"
+#include "os.h"
+
+#include <errno.h>
 
 #include <sys/mman.h>
 #include <time.h>

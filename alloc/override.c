@@ -6,13 +6,12 @@
 
 #define NAME(x) x
 #include "api_impl.h"
+#include "stats.h"
 
-struct mallinfo2 entry_mallinfo2(void);
-
-NALLOC_EXPORT struct mallinfo2 mallinfo2(void) { return entry_mallinfo2(); }
+NALLOC_EXPORT struct mallinfo2 mallinfo2(void) { return stats_mallinfo2(); }
 
 NALLOC_EXPORT struct mallinfo mallinfo(void) {
-  struct mallinfo2 m = entry_mallinfo2();
+  struct mallinfo2 m = stats_mallinfo2();
   struct mallinfo r = {.arena = (int)m.arena, .ordblks = (int)m.ordblks,
                        .smblks = (int)m.smblks, .hblks = (int)m.hblks,
                        .hblkhd = (int)m.hblkhd, .usmblks = (int)m.usmblks,
@@ -34,20 +33,16 @@ NALLOC_EXPORT int malloc_info(int options, FILE *fp) {
     errno = EINVAL;
     return -1;
   }
-  struct mallinfo2 m = entry_mallinfo2();
+  struct mallinfo2 m = stats_mallinfo2();
   fprintf(fp, "<malloc version=\"nalloc-1\">\n<total type=\"allocated\" size=\"%zu\"/>\n"
               "<total type=\"mapped\" size=\"%zu\"/>\n</malloc>\n",
           m.uordblks, m.arena + m.hblkhd);
   return 0;
 }
 
-NALLOC_EXPORT void *__libc_malloc(size_t size) {
-  return entry_alloc(size, false, NALLOC_CALLER());
-}
-NALLOC_EXPORT void __libc_free(void *p) { entry_free(p); }
-NALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) {
-  return entry_calloc(n, size, NALLOC_CALLER());
-}
+NALLOC_EXPORT void *__libc_malloc(size_t size) { return entry_alloc(size, false); }
+NALLOC_EXPORT void __libc_free(void *p) { entry_free(p, FN_FREE); }
+NALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) { return entry_calloc(n, size); }
 NALLOC_EXPORT void *__libc_realloc(void *p, size_t size) {
   return entry_realloc(p, size, NALLOC_CALLER());
 }
@@ -68,5 +63,5 @@ NALLOC_EXPORT int __posix_memalign(void **out, size_t align, size_t size) {
   *out = p;
   return 0;
 }
-NALLOC_EXPORT struct mallinfo2 __libc_mallinfo2(void) { return entry_mallinfo2(); }
+NALLOC_EXPORT struct mallinfo2 __libc_mallinfo2(void) { return stats_mallinfo2(); }
 NALLOC_EXPORT int __libc_mallopt(int param, int value) { return mallopt(param, value); }

@@ -1,42 +1,54 @@
 /* pagemap.c -- leaf allocation and writes for the page map. */
 #include "pagemap.h"
 
-_Atomic(pm_leaf_t *) pm_root[(size_t)1 << PM_ROOT_BITS];
-static nlock_t pm_lock = NLOCK_INITIALIZER;
+#include "lock.h"
+#include "os.h"
+
+pm_t pm;
+static nlock_t pm_lock = NLOCK_INITIALIZER(LOCK_PAGEMAP);
 
 bool pagemap_reserve(const void *p, size_t size) {
   uintptr_t first = (uintptr_t)p >> LG_PAGE;
   uintptr_t last = ((uintptr_t)p + size - 1) >> LG_PAGE;
   if (last >> (PM_ADDR_BITS - LG_PAGE)) return false;
   for (uintptr_t i = first >> PM_LEAF_BITS; i <= last >> PM_LEAF_BITS; i++) {
-    if (atomic_load_explicit(&pm_root[i], memory_order_acquire)) continue;
+    if (atomic_load_explicit(&pm.root[i], memory_order_acquire)) continue;
     nlock_lock(&pm_lock);
-    if (!atomic_load_explicit(&pm_root[i], memory_order_relaxed)) {
+    if (!atomic_load_explicit(&pm.root[i], memory_order_relaxed)) {
       pm_leaf_t *leaf = os_map(sizeof(pm_leaf_t));
       if (leaf == NULL) {
         nlock_unlock(&pm_lock);
         return false;
       }
-      atomic_store_explicit(&pm_root[i], leaf, memory_order_release);
+      atomic_store_explicit(&pm.root[i], (uintptr_t)leaf - (uintptr_t)pm.leaf_none,
+                            memory_order_release);
     }
     nlock_unlock(&pm_lock);
   }
   return true;
 }
 
-void pagemap_set(const void *p, struct span_s *s) {
+void pagemap_set(const void *p, span_t *s) {
   uintptr_t pn = (uintptr_t)p >> LG_PAGE;
-  pm_leaf_t *leaf = atomic_load_explicit(&pm_root[pn >> PM_LEAF_BITS],
-                                         memory_order_relaxed);
-  atomic_store_explicit(&(*leaf)[pn & (((uintptr_t)1 << PM_LEAF_BITS) - 1)], s,
-                        memory_order_relaxed);
+  _Atomic uintptr_t *leaf = (_Atomic uintptr_t *)(
+      (uintptr_t)pm.leaf_none + load_rlx(&pm.root[pn >> PM_LEAF_BITS]));
+  nalloc_assert(leaf != pm.leaf_none);
+  store_rlx(&leaf[pn & (((uintptr_t)1 << PM_LEAF_BITS) - 1)],
+            (uintptr_t)(s ? s : &pm.span_none) - (uintptr_t)&pm.span_none);
 }
 
-void pagemap_set_range(const void *p, size_t npages, struct span_s *s) {
+void pagemap_set_range(const void *p, size_t npages, span_t *s) {
   for (size_t i = 0; i < npages; i++)
     pagemap_set((const char *)p + i * PAGE, s);
 }
 
+void pagemap_set_ends(const void *p, size_t npages, span_t *s) {
+  pagemap_set(p, s);
+  if (npages > 1) pagemap_set((const char *)p + (npages - 1) * PAGE, s);
+}
+
 void pagemap_prefork(void) { nlock_prefork(&pm_lock); }
 void pagemap_postfork_parent(void) { nlock_postfork_parent(&pm_lock); }
-void pagemap_postfork_child(void) { nlock_postfork_child(&pm_lock); }
+/* A leaf mapped but not yet published by an interrupted thread is lost to
+ * the child; the root is never inconsistent. */
+void pagemap_postfork_child(void) { (void)nlock_postfork_child(&pm_lock); }

@@ -1,79 +1,124 @@
-/* span.h -- a span: a run of pages owned by one arena.
+/* span.h -- small spans: a run of pages cut into equal slots of one size
+ * class, with the free bitmap and the remote bitmap out of band.
  *
- * A span is either a free run in its arena's page heap, a small span carved
- * into equal slots of one size class, or a large allocation. Its metadata
- * lives here, outside the user's memory: the free-slot bitmap and, when the
- * profiler sampled an object in the span, the (tctx, requested size) of each
- * sampled slot. */
+ * The free bitmap (bits[0..nwords), 1 = free) is the span's free list: pop
+ * takes the lowest set bit of the cursor's word, so blocks are handed out
+ * in address order, and push sets a bit. Only the span's owning heap (a
+ * thread, or an arena's shared heap under its lock) writes it, with plain
+ * (relaxed) loads and stores. Another thread frees by setting the slot's
+ * bit in the remote bitmap with fetch_or; the owner moves remote bits into
+ * the free bitmap when it runs out (span_collect). A bit set in either is
+ * a free slot, so a second free of a block is seen at once, from any
+ * thread: the bitmaps double as the double-free check. Nothing is ever
+ * stored inside a free block, so a write after free cannot steer malloc.
+ *
+ * The notify protocol (states in types.h): a span whose owner has run it
+ * dry leaves the owner's lists with notify = WANT; the first remote free
+ * that finds WANT moves it to PUSHING, pushes the span on the owner's
+ * remote queue, and sets QUEUED; the owner's drain sets NONE again. So a
+ * span is on a queue at most once. An owner that goes away first waits
+ * out a PUSHING (a few instructions) and sets ORPHAN, so no push ever
+ * reaches a heap that is
+ * gone. */
 #ifndef NALLOC_SPAN_H
 #define NALLOC_SPAN_H
 
 #include "size_class.h"
 
-enum { SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
+/* The span of an empty heap class: no free slot, so pop always fails and
+ * a heap needs no NULL check. Never in the page map. */
+extern span_t span_none;
 
-/* A small span's record of one sampled slot, in 8 bytes: the requested
- * size charged (at most SC_SMALL_MAX: 17 bits) above the profiler's tctx
- * pointer (user addresses have 47 bits, as the page map assumes). 0: the
- * slot was not sampled. Half of a pointer and a size: in exact mode every
- * slot of a span has one. */
-typedef uint64_t prof_slot_t;
-#define PROF_SLOT_SHIFT 47
+static inline _Atomic uint64_t *span_rbits(span_t *s) { return s->bits + SPAN_RBITS; }
+static inline uintptr_t span_end(const span_t *s) { return s->start + s->npages * PAGE; }
 
-static inline prof_slot_t prof_slot_pack(void *tctx, size_t size) {
-  return (uint64_t)size << PROF_SLOT_SHIFT | (uintptr_t)tctx;
-}
-static inline void *prof_slot_tctx(prof_slot_t r) {
-  return (void *)(uintptr_t)(r & (((uint64_t)1 << PROF_SLOT_SHIFT) - 1));
-}
-static inline size_t prof_slot_size(prof_slot_t r) {
-  return (size_t)(r >> PROF_SLOT_SHIFT);
-}
-
-typedef struct span_s {
-  uintptr_t start;
-  size_t npages;
-  uint8_t kind;
-  uint8_t cls;    /* SPAN_SMALL */
-  uint8_t dirty;  /* SPAN_FREE: pages may still be resident */
-  uint8_t zeroed; /* the pages read as zero (fresh or purged) */
-  _Atomic uint8_t free_fast; /* small and nothing in it sampled: free may use the
-                        thread cache without looking further */
-  uint16_t arena;
-  uint32_t nfree;  /* SPAN_SMALL: free slots (slots in thread caches are not free) */
-  uint32_t slot_size; /* SPAN_SMALL: copies of sc_info[cls], so that free's */
-  uint64_t div_mul;   /* pointer check needs only this cache line */
-  struct span_s *next, *prev; /* bin partial list or heap run list */
-  uintptr_t chunk_lo, chunk_hi; /* the OS mapping the span lies in: runs are
-                                   merged only inside it, so coalescing never
-                                   looks at another arena's spans */
-  uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
-  size_t usize;               /* SPAN_LARGE: usable bytes */
-  /* Profiling. SPAN_SMALL: prof_slot_t[nslots], NULL while nothing in
-   * the span was sampled. SPAN_LARGE: the block's tctx (NULL: not
-   * sampled) and requested size. */
-  _Atomic(prof_slot_t *) prof;
-  void *large_tctx;
-  size_t large_size;
-  uint64_t bitmap[SC_MAX_SLOTS / 64]; /* SPAN_SMALL: 1 = slot free */
-} span_t;
-
-static inline uintptr_t span_end(const span_t *s) {
-  return s->start + s->npages * PAGE;
+/* Slot index of p in small span s, and whether p starts that slot, from
+ * one multiplication: off * div_mul is (index << 40) plus, for a slot
+ * start, k * (size * div_mul - 2^40) < off < SPAN_MAX_BYTES, and for any
+ * other offset r * div_mul + ... >= 2^40 / size >= 2^24 (and < 2^40). So
+ * bits 20..39 of the product are zero exactly at slot starts. (Other kinds
+ * of span have div_mul 0: every p passes, and their owner_fast is NULL.) */
+#define SPAN_SLOT_MASK ((((uint64_t)1 << SC_DIV_SHIFT) - 1) & ~(uint64_t)(SPAN_MAX_BYTES - 1))
+static NALLOC_ALWAYS_INLINE uint32_t span_slot(const span_t *s, const void *p, bool *ok) {
+  uint64_t prod = ((uintptr_t)p - s->start) * s->div_mul;
+  *ok = (prod & SPAN_SLOT_MASK) == 0;
+  return (uint32_t)(prod >> SC_DIV_SHIFT);
 }
 
-/* Index of the slot at p in a small span (p - start, divided by the slot
- * size with the span's own multiplier). */
-static inline uint32_t span_slot_index(const span_t *s, const void *p) {
-  return (uint32_t)((((uintptr_t)p - s->start) * s->div_mul) >> SC_DIV_SHIFT);
+/* Owner only. The free slots of the cursor's word (0: none there)... */
+static NALLOC_ALWAYS_INLINE uint64_t span_peek(span_t *s) {
+  return load_rlx(&s->bits[s->cursor]);
 }
 
-/* True if p is the start of a slot of small span s (a cheap multiply: see
- * sc_slot_of). The page map only leads to s from addresses inside its
- * pages, so the offset is below 2^18. */
-static inline bool span_slot_ok(const span_t *s, const void *p) {
-  uintptr_t off = (uintptr_t)p - s->start;
-  return ((off * s->div_mul) >> SC_DIV_SHIFT) * s->slot_size == off;
+/* ...and the lowest of them, `b` being what span_peek returned. */
+static NALLOC_ALWAYS_INLINE void *span_take(span_t *s, uint64_t b) {
+  store_rlx(&s->bits[s->cursor], b & (b - 1));
+  s->used++;
+  s->nmalloc++;
+  uintptr_t p = s->wbase + ctz64(b) * s->slot_size;
+  if (p == 0) __builtin_unreachable(); /* spans never start at 0: no NULL test */
+  return (void *)p;
+}
+
+/* Owner only: the lowest free slot of the cursor's word, or NULL. */
+static NALLOC_ALWAYS_INLINE void *span_pop(span_t *s) {
+  uint64_t b = span_peek(s);
+  return likely(b != 0) ? span_take(s, b) : NULL;
+}
+
+enum { PUSH_DOUBLE = 0, PUSH_OK = 1, PUSH_EMPTY = 2 };
+
+/* Owner only: frees slot i. PUSH_DOUBLE (nothing changed) when the slot
+ * is already free, locally or remotely; PUSH_EMPTY when it was the last
+ * slot in use. */
+static NALLOC_ALWAYS_INLINE int span_push(span_t *s, uint32_t i) {
+  _Atomic uint64_t *wp = &s->bits[i >> 6];
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  uint64_t x = load_rlx(wp);
+  if (unlikely((x | load_rlx(wp + SPAN_RBITS)) & bit)) return PUSH_DOUBLE;
+  store_rlx(wp, x | bit);
+  return likely(--s->used != 0) ? PUSH_OK : PUSH_EMPTY;
+}
+
+/* Any thread: whether slot i is in use (a racy read, for the checks of
+ * realloc and malloc_usable_size). */
+static inline bool span_slot_live(span_t *s, uint32_t i) {
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  return !((load_rlx(&s->bits[i >> 6]) | load_rlx(&span_rbits(s)[i >> 6])) & bit);
+}
+
+/* A new small span of class cls over `npages` pages of arena a, its slots
+ * all free, mapped in the page map; NULL when the OS refuses memory. */
+span_t *span_create(arena_t *a, unsigned cls, size_t npages);
+/* Gives an empty span's pages back to its arena. */
+void span_destroy(span_t *s);
+/* Owner only: points the cursor at a word with a free slot, collecting
+ * remote frees if the free bitmap has none. False: the span is full. */
+bool span_find(span_t *s);
+/* Owner only: moves remote frees into the free bitmap; returns how many. */
+uint32_t span_collect(span_t *s);
+/* Any thread but the owner: frees slot i through the remote bitmap, and
+ * announces the span if its owner wants to hear. False: the slot was
+ * already free (nothing changed). */
+bool span_push_remote(span_t *s, uint32_t i);
+/* Owner only, with no free slot left: asks to hear of remote frees. False
+ * if remote frees came in meanwhile (collected: the span is usable). True
+ * if the span is full: it will come back through the queue. */
+bool span_want(span_t *s);
+/* Owner only: the span is usable again without a remote free (one of the
+ * owner's own frees); takes back the wish. */
+void span_unwant(span_t *s);
+/* Owner only, draining its queue: s was on it; it may be announced again. */
+void span_dequeued(span_t *s);
+/* The owner goes away (thread exit, flush, arena move): no push will
+ * reach it once this returns. `alone`: fork child, no other thread. */
+void span_orphan(span_t *s, bool alone);
+/* A new owner (adoption): h, with frees fast unless a slot is sampled. */
+void span_adopt(span_t *s, struct heap_s *h);
+/* owner_fast for owner h: h unless a slot of s was ever sampled. */
+static inline void span_set_fast(span_t *s, struct heap_s *h) {
+  store_rlx(&s->owner_fast,
+            atomic_load_explicit(&s->prof, memory_order_relaxed) == NULL ? h : NULL);
 }
 
 #endif

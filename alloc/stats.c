@@ -11,23 +11,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "conf.h"
-#include "entry.h"
-#include "numa.h"
+#include "lock.h"
+#include "log.h"
+#include "node.h"
 #include "../prof/prof_hook.h"
 
 stats_t stats_snapshot;
 static bool stats_taken;
-static nlock_t stats_lock = NLOCK_INITIALIZER;
+static nlock_t stats_lock = NLOCK_INITIALIZER(LOCK_STATS);
 
 void stats_collect(stats_t *st) {
   uint64_t epoch = st->epoch;
   memset(st, 0, sizeof *st);
   st->epoch = epoch;
-  for (unsigned i = 0; i < ARENAS_MAX; i++) {
-    arena_t *a = atomic_load_explicit(&arenas[i], memory_order_acquire);
-    if (a == NULL) continue;
-    arena_stats_t *as = &st->arena[i];
+  FOR_EACH_ARENA(a) {
+    arena_stats_t *as = &st->arena[a->index];
     arena_stats(a, as);
     st->allocated += as->allocated;
     st->active += as->active;
@@ -43,7 +43,7 @@ void stats_collect(stats_t *st) {
     st->node[n].mapped += as->mapped;
   }
   for (unsigned i = 0; i < arenas_count; i++) {
-    unsigned n = numa_node_of_arena(i);
+    unsigned n = node_of_arena(i);
     if (n < STATS_MAX_NODES) st->node[n].narenas++;
   }
   st->metadata = base_stats_mapped();
@@ -67,7 +67,7 @@ static stats_t stats_print_buf;
 
 /* Prints with nalloc_log (write(2) of a stack buffer): no stdio stream,
  * whose lock or buffer could be in any state at exit. */
-void entry_stats_print(void) {
+void stats_print(void) {
   nlock_lock(&stats_lock);
   stats_t *st = &stats_print_buf;
   stats_collect(st);
@@ -77,7 +77,7 @@ void entry_stats_print(void) {
           st->allocated, st->active, st->resident, st->mapped, st->metadata,
           (unsigned long long)st->nmalloc, (unsigned long long)st->ndalloc);
   nalloc_log("arenas=%u numa_nodes=%u arenas_per_node=%u tcache=%s prof=%s",
-          arenas_count, numa_nnodes, numa_per_node, opt_tcache ? "true" : "false",
+          arenas_count, node_count, node_arenas_per, opt_tcache ? "true" : "false",
           opt_prof ? "true" : "false");
   for (unsigned i = 0; i < ARENAS_MAX; i++) {
     arena_stats_t *as = &st->arena[i];
@@ -85,18 +85,18 @@ void entry_stats_print(void) {
     nalloc_log(
             "arena %u (node %u): threads=%u allocated=%zu active=%zu dirty=%zu "
             "mapped=%zu nmalloc=%llu ndalloc=%llu purged_pages=%llu",
-            i, numa_node_of_arena(i), as->nthreads, as->allocated, as->active, as->dirty,
+            i, node_of_arena(i), as->nthreads, as->allocated, as->active, as->dirty,
             as->mapped, (unsigned long long)as->nmalloc, (unsigned long long)as->ndalloc,
             (unsigned long long)as->npurged);
   }
-  for (unsigned n = 0; n < numa_nnodes && n < STATS_MAX_NODES; n++)
+  for (unsigned n = 0; n < node_count && n < STATS_MAX_NODES; n++)
     nalloc_log("node %u: arenas=%u allocated=%zu active=%zu resident=%zu", n,
             st->node[n].narenas, st->node[n].allocated, st->node[n].active,
             st->node[n].resident);
   nlock_unlock(&stats_lock);
 }
 
-struct mallinfo2 entry_mallinfo2(void) {
+struct mallinfo2 stats_mallinfo2(void) {
   nlock_lock(&stats_lock);
   stats_t *st = &stats_print_buf;
   stats_collect(st);
@@ -112,4 +112,4 @@ struct mallinfo2 entry_mallinfo2(void) {
 
 void stats_prefork(void) { nlock_prefork(&stats_lock); }
 void stats_postfork_parent(void) { nlock_postfork_parent(&stats_lock); }
-void stats_postfork_child(void) { nlock_postfork_child(&stats_lock); }
+void stats_postfork_child(void) { (void)nlock_postfork_child(&stats_lock); }

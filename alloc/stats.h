@@ -3,6 +3,8 @@
 #ifndef NALLOC_STATS_H
 #define NALLOC_STATS_H
 
+#include <malloc.h>
+
 #include "arena.h"
 
 #define STATS_MAX_NODES 64
@@ -24,5 +26,11 @@ void stats_refresh(void);
 void stats_ensure(void);
 /* A fresh snapshot into *out (for malloc_stats and mallinfo). */
 void stats_collect(stats_t *out);
+/* Prints the statistics with nalloc_log (malloc_stats, stats_print). */
+void stats_print(void);
+struct mallinfo2 stats_mallinfo2(void);
+void stats_prefork(void);
+void stats_postfork_parent(void);
+void stats_postfork_child(void);
 
 #endif

@@ -105,7 +105,7 @@ static bool stack_bounds(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
 static _Atomic uintptr_t exec_lo[EXEC_MAX], exec_hi[EXEC_MAX];
 static _Atomic int exec_n;
 static _Atomic uint64_t exec_when;
-static nlock_t exec_lock = NLOCK_INITIALIZER;
+static nlock_t exec_lock = NLOCK_INITIALIZER(LOCK_PROF_UNWIND);
 
 typedef struct {
   int n;

@@ -33,7 +33,7 @@
 /* ---- the cache ---------------------------------------------------------- */
 
 _Atomic(prof_cfi_tab_t *) prof_cfi_tab;
-static nlock_t cfi_lock = NLOCK_INITIALIZER; /* inserts and growth */
+static nlock_t cfi_lock = NLOCK_INITIALIZER(LOCK_PROF_UNWIND); /* inserts and growth */
 
 static uint64_t cfi_compute(uintptr_t pc);
 

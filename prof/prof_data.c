@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-nlock_t prof_tdatas_lock = NLOCK_INITIALIZER;
-nlock_t prof_gctx_lock = NLOCK_INITIALIZER;
+nlock_t prof_tdatas_lock = NLOCK_INITIALIZER(LOCK_PROF_TDATAS);
+nlock_t prof_gctx_lock = NLOCK_INITIALIZER(LOCK_PROF_GCTX);
 
 prof_tdata_t *prof_tdatas;
 _Atomic(prof_gctx_t *) prof_gctx_all;

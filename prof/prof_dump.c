@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-nlock_t prof_dump_lock = NLOCK_INITIALIZER;
+nlock_t prof_dump_lock = NLOCK_INITIALIZER(LOCK_PROF_DUMP);
 
 #define UID_RETIRED UINT64_MAX
 

@@ -347,10 +347,10 @@ static void churn_large(size_t total, size_t bs, int mode) {
     memset(v[i], (int)i, bs);
   }
   size_t r1 = resident();
-  size_t ac = ctl_size("stats.active");
-  CHECKF(r1 >= total, "stats.resident %zu with %zu bytes live and touched",
-         r1, total);
-  CHECKF(ac >= total, "stats.active %zu with %zu bytes live", ac, total);
+  size_t ac = ctl_size("stats.active"), live = nb * bs;
+  CHECKF(r1 >= live, "stats.resident %zu with %zu bytes live and touched",
+         r1, live);
+  CHECKF(ac >= live, "stats.active %zu with %zu bytes live", ac, live);
   for (size_t i = 0; i < nb; i++) A_FREE(v[i]);
   A_FREE(v);
   tcache_flush();

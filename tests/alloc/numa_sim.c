@@ -238,8 +238,11 @@ int main(void) {
     CHECK(pthread_join(th, NULL) == 0);
   }
   snapshot(after);
+  /* Slack: the threads themselves may leave a little behind (glibc
+   * allocates a DTV for each new thread stack, and keeps it with the
+   * cached stack). */
   for (unsigned n = 0; n < NODES; n++)
-    CHECKF(after[n] + PER_NODE * NB * BS <= before[n],
+    CHECKF(after[n] + PER_NODE * NB * BS <= before[n] + 64 * 1024,
            "node %u: allocated %zu -> %zu after its blocks were freed from "
            "another node", n, before[n], after[n]);
   for (unsigned a = 0; a < NARENAS; a++) {

@@ -1,6 +1,6 @@
 /* unit_pagemap: the address -> span radix tree (alloc/pagemap.[ch]),
- * compiled into this test together with the OS layer (os.c) and the
- * fork-aware locks (util.c).
+ * compiled into this test together with the OS layer (os.c), the locks
+ * (lock.c, log.c) and unit_support.c.
  * - set/get/clear over random page addresses across the 47-bit space;
  *   every byte of a set page maps to its span, unset pages map to NULL;
  * - ranges crossing a leaf boundary; addresses beyond 47 bits;
@@ -22,9 +22,6 @@
     }                                                         \
   } while (0)
 
-/* pagemap.c is linked with util.c (locks) and os.c (mmap); the per-thread
- * state they touch lives in malloc.c, which is not linked: define it. */
-__thread tsd_t nalloc_tsd __attribute__((tls_model("initial-exec")));
 
 static uint64_t rs = 88172645463325252ULL;
 static uint64_t rnd(void) {

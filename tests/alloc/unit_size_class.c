@@ -3,7 +3,8 @@
  * - every request 0..SC_SMALL_MAX maps to the smallest class that holds it;
  *   the mapping is monotone and round-trips (sc_index(sc_size(c)) == c);
  * - classes are multiples of 16 (glibc's alignment), strictly increasing,
- *   and waste at most 25% of the request above 128 bytes;
+ *   and waste at most 25% of the request above 128 bytes, 12.5% above
+ *   1 KiB;
  * - span geometry is consistent and sc_slot_of (division by
  *   multiplication) is exact for every byte of every slot. */
 #include <stdio.h>
@@ -36,19 +37,26 @@ int main(void) {
              sc_size(c - 1) + 1, sc_index(sc_size(c - 1) + 1), c);
     const sc_info_t *in = &sc_info[c];
     CHECKF(in->size == s, "sc_info[%u].size", c);
-    CHECKF(in->npages >= 1, "class %u: %u pages", c, in->npages);
-    CHECKF(in->nslots >= 1 && in->nslots <= SC_MAX_SLOTS,
-           "class %u: %u slots", c, in->nslots);
-    CHECKF((size_t)in->nslots * s <= (size_t)in->npages * PAGE,
-           "class %u: %u slots of %zu do not fit in %u pages", c, in->nslots,
-           s, in->npages);
-    CHECKF(((size_t)in->npages * PAGE - (size_t)in->nslots * s) < s ||
-               in->nslots == SC_MAX_SLOTS,
-           "class %u: span of %u pages leaves room for another slot", c,
-           in->npages);
-    CHECKF(in->tcache_max >= 1, "class %u: tcache_max 0", c);
+    for (int k = 0; k < 2; k++) {
+      size_t np = in->npages[k], n = sc_nslots(c, np);
+      CHECKF(np >= 1, "class %u: span %d has %zu pages", c, k, np);
+      CHECKF(n >= 1 && n <= SPAN_MAX_SLOTS, "class %u: span %d has %zu slots", c, k, n);
+      CHECKF(n * s <= np * PAGE, "class %u: %zu slots of %zu do not fit in %zu pages",
+             c, n, s, np);
+      CHECKF(np * PAGE <= SPAN_MAX_BYTES, "class %u: span %d of %zu pages is too long",
+             c, k, np);
+      /* waste: at most 1/8 of the first span, 1/32 of the later ones, or
+       * the slot count is capped */
+      size_t waste = np * PAGE - n * s;
+      CHECKF(waste * (k ? 32 : 8) <= np * PAGE || n == SPAN_MAX_SLOTS,
+             "class %u (size %zu): span %d of %zu pages wastes %zu bytes", c, s, k,
+             np, waste);
+    }
+    CHECKF(in->npages[0] <= in->npages[1], "class %u: first span longer than later", c);
+    CHECKF(sc_nslots(c, in->npages[1]) >= 4 || sc_nslots(c, in->npages[1]) * s >= 65536,
+           "class %u: later spans hold only %u slots", c, sc_nslots(c, in->npages[1]));
     /* exact slot index for every byte of every slot */
-    for (uint32_t k = 0; k < in->nslots; k++) {
+    for (uint32_t k = 0; (size_t)(k + 1) * s <= SPAN_MAX_BYTES; k++) {
       uintptr_t base = (uintptr_t)k * s;
       uintptr_t offs[] = {base, base + 1, base + s / 2, base + s - 1};
       for (int j = 0; j < 4; j++)
@@ -74,7 +82,11 @@ int main(void) {
     if (c > 0)
       CHECKF(sc_size(c - 1) < s, "request %zu fits the smaller class %u (%zu)",
              s, c - 1, sc_size(c - 1));
-    if (s > 128)
+    if (s > 1024) /* eight classes per doubling above 1 KiB */
+      CHECKF((cs - s) * 8 <= s,
+             "request %zu rounds to %zu: waste %.1f%% > 12.5%%", s, cs,
+             100.0 * (double)(cs - s) / (double)s);
+    else if (s > 128)
       CHECKF((cs - s) * 4 <= s,
              "request %zu rounds to %zu: waste %.1f%% > 25%%", s, cs,
              100.0 * (double)(cs - s) / (double)s);

@@ -25,8 +25,8 @@ run_nalloc unzst zstd -d -q -c zst.nalloc.out
 [ "$(sha256sum <unzst.nalloc.out)" = "$want" ] || fail "zstd -d under nalloc did not give the input back"
 echo "zstd: round trip ok"
 
-served xz 500
-served unxz 500
-served zst 400
-served unzst 400
+served xz 220
+served unxz 220
+served zst 90
+served unzst 55
 echo "PASS $TEST"

@@ -12,5 +12,5 @@ export LC_ALL=C
 run_plain sort sort --parallel=2 -S 8M -T tmp1 -k3,3 -k2,2n lines
 run_nalloc sort sort --parallel=2 -S 8M -T tmp2 -k3,3 -k2,2n lines
 same_output sort
-served sort 400
+served sort 85
 echo "PASS $TEST"

@@ -1,0 +1,161 @@
+/* alloc.c -- allocation beyond the fast path: setting the thread up, the
+ * profiler's sample hand-off, a dry span, no heap of one's own, aligned
+ * requests, large blocks. */
+#include <errno.h>
+#include <string.h>
+
+#include "arena.h"
+#include "conf.h"
+#include "entry.h"
+#include "large.h"
+#include "sample.h"
+#include "../prof/prof_hook.h"
+
+
+/* A small block of class cls: from the thread's heap, or, for a thread
+ * without one (tcache:false, exiting, not set up) or a class above
+ * tcache_max, from its arena's shared heap. */
+static void *alloc_small(tsd_t *tsd, unsigned cls) {
+  heap_t *h = tsd->heap;
+  if (h != &heap_none && sc_size(cls) <= opt_tcache_max) {
+    void *p = span_pop(h->cur[cls]);
+    return p != NULL ? p : heap_alloc_slow(h, cls);
+  }
+  arena_t *a = arena_get(tsd->state == TSD_NOMINAL ? tsd->arena : 0);
+  return a != NULL ? arena_shared_alloc(a, cls) : NULL;
+}
+
+/* Everything but a small block the current span has: a dry span, no
+ * heap, alignment, a page run of its own, a large block. */
+static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
+                                         bool zero, bool own_page) {
+  if (unlikely(size > MAX_REQUEST || align > MAX_REQUEST)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t csize = size;
+  if (align > 16 && align <= PAGE) csize = size < align ? align : size;
+  if (csize <= SC_SMALL_MAX && align <= PAGE && !own_page) {
+    unsigned cls = sc_index(csize);
+    if (align > 16)
+      while (sc_size(cls) % align) cls++; /* powers of two are classes */
+    void *p = alloc_small(tsd, cls);
+    if (unlikely(p == NULL)) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (zero) memset(p, 0, size);
+    return p;
+  }
+  arena_t *a = arena_get(tsd->state == TSD_NOMINAL ? tsd->arena : 0);
+  if (a == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return large_alloc(a, size ? size : 1, align, zero);
+}
+
+/* `own_page`: serve a small request from a page run of its own, as the
+ * profiler asks for sampled blocks (see malloc_sampled). The common case,
+ * a small block the current span has, is inline. */
+static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
+                               bool zero, bool own_page) {
+  if (likely(size <= SC_SMALL_MAX && align <= 16 && !own_page)) {
+    void *p = span_pop(tsd->heap->cur[sc_index(size)]);
+    if (likely(p != NULL)) {
+      if (zero) memset(p, 0, size);
+      return p;
+    }
+  }
+  return alloc_other(tsd, size, align, zero, own_page);
+}
+
+/* A request the profiler samples (the countdown went below zero). A
+ * sampled block gets a page run of its own when the profiler says samples
+ * are rare, as in jemalloc: then small spans hold no sampled block, and
+ * free's fast path never has to ask whether a block was sampled. Denser
+ * sampling, and exact mode, keep sampled blocks in small spans (sample.c).
+ * Kept out of malloc_slow, so that a dry span does not pay for this
+ * path's registers. */
+static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t size,
+                                            size_t align, bool zero,
+                                            const void *caller,
+                                            const void *frame) {
+  void *tctx = NULL;
+  bool own_page = false;
+  if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
+    tctx = prof_sample(tsd, size, caller,
+                       frame ? frame : __builtin_frame_address(0), &own_page);
+  void *p = alloc_core(tsd, size, align, zero, own_page);
+  if (unlikely(tctx != NULL)) {
+    if (p == NULL || !sample_record(pagemap_get(p), p, tctx, size))
+      prof_sample_cancel(tsd, tctx, size);
+  }
+  return p;
+}
+
+void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
+                  const void *frame) {
+  tsd_t *tsd = tsd_get();
+  if (caller == NULL) caller = ((void *const *)frame)[1]; /* its return address */
+  if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
+  int64_t charge = size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
+  tsd->prof_countdown -= charge;
+  if (unlikely(tsd->prof_countdown < 0)) {
+    if (opt_prof) return malloc_sampled(tsd, size, align, zero, caller, frame);
+    tsd->prof_countdown = INT64_MAX;
+  }
+  return alloc_core(tsd, size, align, zero, false);
+}
+
+static bool pow2(size_t x) { return x && (x & (x - 1)) == 0; }
+
+/* posix_memalign, aligned_alloc, memalign, valloc, pvalloc: the checks
+ * differ as glibc's do; the allocation is one path. */
+void *entry_aligned(size_t align, size_t size, int kind, int *err, const void *caller) {
+  *err = 0;
+  switch (kind) {
+  case ALIGNED_POSIX:
+    if (!pow2(align) || align % sizeof(void *)) {
+      *err = EINVAL;
+      return NULL;
+    }
+    break;
+  case ALIGNED_C11:
+    if (!pow2(align)) {
+      *err = EINVAL;
+      return NULL;
+    }
+    break;
+  case ALIGNED_MEMALIGN:
+    if (align > SIZE_MAX / 2 + 1) {
+      *err = EINVAL;
+      return NULL;
+    }
+    if (!pow2(align)) align = align ? (size_t)1 << (64 - __builtin_clzl(align)) : 1;
+    break;
+  case ALIGNED_VALLOC:
+    align = PAGE;
+    break;
+  case ALIGNED_PVALLOC:
+    align = PAGE;
+    if (size > SIZE_MAX - PAGE) {
+      *err = ENOMEM;
+      return NULL;
+    }
+    size = size ? ALIGN_UP(size, PAGE) : PAGE;
+    break;
+  }
+  void *p = align <= 16 ? entry_alloc_fast(size, false) : NULL;
+  if (p == NULL) p = malloc_slow(size, align, false, caller, NULL);
+  if (p == NULL) *err = ENOMEM;
+  return p;
+}
+
+int entry_trim(size_t pad) {
+  (void)pad;
+  tsd_flush();
+  size_t purged = 0;
+  FOR_EACH_ARENA(a) purged += arena_purge(a, true);
+  return purged > 0;
+}

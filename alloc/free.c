@@ -1,0 +1,71 @@
+/* free.c -- free beyond the fast path, and the checks that stop a bad
+ * pointer before it can reach a span: a pointer that is not a block
+ * nalloc handed out, or a block already freed, aborts with a message
+ * naming the call and the pointer. */
+#include "entry.h"
+#include "lock.h"
+#include "large.h"
+#include "log.h"
+#include "sample.h"
+
+static const char *const fn_names[FN_N] = {"free", "operator delete", "realloc",
+                                           "malloc_usable_size"};
+
+static NALLOC_COLD _Noreturn void bad_pointer(int fn, const void *p) {
+  nalloc_fatal("%s(%p): invalid pointer: not a block nalloc returned, or already "
+               "freed", fn_names[fn], p);
+}
+
+static NALLOC_COLD _Noreturn void double_free(int fn, const void *p) {
+  nalloc_fatal("%s(%p): double free (the block is already free)", fn_names[fn], p);
+}
+
+span_t *span_checked(int fn, void *p, uint32_t *slot) {
+  span_t *s = pagemap_get(p);
+  if (s == NULL || (uintptr_t)p < s->start || (uintptr_t)p >= span_end(s))
+    bad_pointer(fn, p);
+  if (s->kind == SPAN_SMALL) {
+    bool ok;
+    *slot = span_slot(s, p, &ok);
+    if (!ok) bad_pointer(fn, p);
+    if (!span_slot_live(s, *slot)) double_free(fn, p);
+  } else if (s->kind != SPAN_LARGE || (uintptr_t)p != s->start) {
+    bad_pointer(fn, p);
+  }
+  return s;
+}
+
+/* A small block: into the thread's own span; under the lock of a shared
+ * heap's span (shared heaps never see remote frees, so an idle one gives
+ * its empty spans back at once); or through the remote bitmap. A shared
+ * heap never gives a span away while it holds a live block, so the owner
+ * read before the lock is still the owner under it. */
+static bool free_small(span_t *s, uint32_t i) {
+  heap_t *me = tsd_get()->heap;
+  heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+  if (owner == me && me != &heap_none) return heap_free_owned(me, s, i);
+  if (owner == NULL || owner->lock == NULL) return span_push_remote(s, i);
+  nlock_lock(owner->lock);
+  bool ok = heap_free_owned(owner, s, i);
+  nlock_unlock(owner->lock);
+  return ok;
+}
+
+void free_slow(void *p, int fn) {
+  if (p == NULL) return;
+  uint32_t i = 0;
+  span_t *s = span_checked(fn, p, &i);
+  sample_release(s, p);
+  if (s->kind == SPAN_LARGE) {
+    large_free(s);
+    return;
+  }
+  if (!free_small(s, i)) double_free(fn, p);
+}
+
+size_t entry_usable_size(void *p) {
+  if (p == NULL) return 0;
+  uint32_t i;
+  span_t *s = span_checked(FN_USABLE, p, &i);
+  return s->kind == SPAN_SMALL ? s->slot_size : s->usize;
+}

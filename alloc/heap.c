@@ -1,0 +1,323 @@
+/* heap.c -- a heap's slow paths: finding the next span of a class,
+ * the owner's frees into spans off the fast path, the remote queue, and
+ * giving every span back (thread exit, flush, arena move, fork child).
+ *
+ * Everything here runs in the owning thread (or under a shared heap's
+ * lock) but heap_queue_push, which any thread calls. `busy` is set around
+ * every change to the lists, so that a fork child can tell a heap that a
+ * signal handler's fork interrupted mid-update. */
+#include "heap.h"
+
+#include <string.h>
+
+#include "arena.h"
+#include "base.h"
+#include "lock.h"
+
+/* Empty spans a heap keeps per class for its next allocations; the rest go
+ * back to the page heap (where other classes and threads can use them). */
+#define HEAP_EMPTY_KEEP 1
+
+heap_t heap_none = {.cur = {[0 ... SC_NSMALL - 1] = &span_none}};
+
+static nlock_t heaps_lock = NLOCK_INITIALIZER(LOCK_HEAPS);
+static heap_t *heaps_all;  /* every heap ever made (heaps_lock to add) */
+static heap_t *heaps_free; /* heaps of exited threads, for new ones */
+
+/* ---- owner-private span lists ------------------------------------------ */
+
+static void list_push(span_t **head, span_t *s) {
+  s->prev = NULL;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+}
+
+static void list_remove(span_t **head, span_t *s) {
+  if (s->prev) s->prev->next = s->next;
+  else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+/* A thread heap's spans take fast frees; a shared heap's never do (no
+ * thread's tsd.heap is a shared heap). */
+static heap_t *heap_fast(heap_t *h) { return h->lock == NULL ? h : NULL; }
+
+static void heap_put(heap_t *h, span_t *s, uint8_t list) {
+  heap_bin_t *b = &h->bins[s->cls];
+  s->list = list;
+  list_push(list == SL_AVAIL ? &b->avail : list == SL_FULL ? &b->full : &b->empty, s);
+  if (list == SL_EMPTY) b->nempty++;
+  span_set_fast(s, list == SL_FULL ? NULL : heap_fast(h));
+}
+
+static void heap_take(heap_t *h, span_t *s) {
+  heap_bin_t *b = &h->bins[s->cls];
+  if (s->list == SL_EMPTY) b->nempty--;
+  list_remove(s->list == SL_AVAIL ? &b->avail : s->list == SL_FULL ? &b->full : &b->empty, s);
+  s->list = SL_NONE;
+}
+
+/* The current span of a class carries one phantom allocation (used + 1),
+ * so that free's fast path never sees it empty: a malloc/free pair on an
+ * otherwise idle class stays on the fast path. */
+static void heap_set_cur(heap_t *h, span_t *s) {
+  s->list = SL_CUR;
+  s->used++;
+  span_set_fast(s, heap_fast(h));
+  h->cur[s->cls] = s;
+}
+
+static void heap_clear_cur(heap_t *h, span_t *s) {
+  nalloc_assert(s->list == SL_CUR && s->used > 0);
+  h->cur[s->cls] = &span_none;
+  s->list = SL_NONE;
+  s->used--;
+}
+
+/* ---- registry ---------------------------------------------------------- */
+
+heap_t *heap_create(arena_t *a) {
+  nlock_lock(&heaps_lock);
+  heap_t *h = heaps_free;
+  if (h != NULL) heaps_free = h->next_free;
+  nlock_unlock(&heaps_lock);
+  if (h == NULL) {
+    if ((h = base_alloc(sizeof *h)) == NULL) return NULL;
+    nlock_lock(&heaps_lock);
+    h->next_all = heaps_all;
+    heaps_all = h;
+    nlock_unlock(&heaps_lock);
+  }
+  memset(h->bins, 0, sizeof h->bins);
+  for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
+  atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
+  h->arena = a;
+  h->lock = NULL;
+  h->busy = 0;
+  h->live = 1;
+  return h;
+}
+
+void heap_destroy(heap_t *h) {
+  heap_flush(h);
+  h->live = 0;
+  nlock_lock(&heaps_lock);
+  h->next_free = heaps_free;
+  heaps_free = h;
+  nlock_unlock(&heaps_lock);
+}
+
+/* ---- the remote queue -------------------------------------------------- */
+
+void heap_queue_push(heap_t *h, span_t *s) {
+  span_t *head = atomic_load_explicit(&h->rqueue, memory_order_relaxed);
+  do {
+    s->rnext = head;
+  } while (!atomic_compare_exchange_weak_explicit(&h->rqueue, &head, s,
+                                                  memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* An empty span: kept for the class's next allocations, or given back. */
+static void heap_keep_or_destroy(heap_t *h, span_t *s) {
+  if (h->bins[s->cls].nempty < HEAP_EMPTY_KEEP) heap_put(h, s, SL_EMPTY);
+  else span_destroy(s);
+}
+
+/* Full spans announced by remote frees become available again (or empty).
+ * A span a local free already took off the full list is skipped. The
+ * list was taken whole, so every entry is complete and ours. */
+static bool heap_drain(heap_t *h) {
+  span_t *s = atomic_exchange_explicit(&h->rqueue, NULL, memory_order_acquire);
+  bool any = false;
+  while (s != NULL) {
+    span_t *next = s->rnext;
+    span_dequeued(s);
+    if (s->list == SL_FULL) {
+      heap_take(h, s);
+      span_collect(s);
+      if (s->used == 0) heap_keep_or_destroy(h, s);
+      else heap_put(h, s, SL_AVAIL);
+      any = true;
+    }
+    s = next;
+  }
+  return any;
+}
+
+/* ---- allocation -------------------------------------------------------- */
+
+/* The next span for class cls, taken off every list. */
+static span_t *heap_next(heap_t *h, unsigned cls) {
+  heap_bin_t *b = &h->bins[cls];
+  span_t *s = b->avail;
+  if (s == NULL && atomic_load_explicit(&h->rqueue, memory_order_relaxed) && heap_drain(h))
+    s = b->avail;
+  if (s == NULL) s = b->empty;
+  if (s != NULL) {
+    heap_take(h, s);
+    return s;
+  }
+  arena_t *a = arena_usable(h->arena);
+  if ((s = arena_adopt(a, cls, h)) != NULL) return s;
+  s = span_create(a, cls, sc_info[cls].npages[b->nmade > 0]);
+  if (s == NULL) return NULL;
+  b->nmade++;
+  atomic_store_explicit(&s->owner, h, memory_order_release);
+  return s;
+}
+
+void *heap_alloc_slow(heap_t *h, unsigned cls) {
+  void *p = NULL;
+  h->busy = 1;
+  for (;;) {
+    span_t *s = h->cur[cls];
+    if (s != &span_none) {
+      if (span_find(s)) {
+        p = span_pop(s);
+        break;
+      }
+      if (!span_want(s)) continue; /* remote frees came in: usable */
+      heap_clear_cur(h, s);
+      heap_put(h, s, SL_FULL);
+    }
+    if ((s = heap_next(h, cls)) == NULL) break;
+    heap_set_cur(h, s);
+  }
+  h->busy = 0;
+  return p;
+}
+
+/* ---- the owner's frees off the fast path ---------------------------- */
+
+static void heap_span_empty_busy(heap_t *h, span_t *s) {
+  nalloc_assert(s->list != SL_CUR); /* its phantom allocation */
+  heap_take(h, s);
+  /* it may sit on the remote queue (announced while it was full): drain
+   * first, so the queue never holds a span given back */
+  if (atomic_load_explicit(&h->rqueue, memory_order_relaxed)) heap_drain(h);
+  heap_keep_or_destroy(h, s);
+}
+
+void heap_span_empty(heap_t *h, span_t *s) {
+  h->busy = 1;
+  heap_span_empty_busy(h, s);
+  h->busy = 0;
+}
+
+bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {
+  h->busy = 1;
+  int r = span_push(s, i);
+  if (r != PUSH_DOUBLE) {
+    if (s->list == SL_FULL) { /* a slot again: back to the available list */
+      span_unwant(s);
+      heap_take(h, s);
+      heap_put(h, s, SL_AVAIL);
+    }
+    if (r == PUSH_EMPTY) heap_span_empty_busy(h, s);
+  }
+  h->busy = 0;
+  return r != PUSH_DOUBLE;
+}
+
+/* ---- giving spans back ------------------------------------------------- */
+
+/* Calls fn on every span of h (current ones included), unlinking each
+ * first. */
+static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
+                      bool unlink) {
+  for (unsigned c = 0; c < SC_NSMALL; c++) {
+    heap_bin_t *b = &h->bins[c];
+    span_t *lists[3] = {b->avail, b->full, b->empty};
+    for (int k = 0; k < 3; k++)
+      for (span_t *s = lists[k], *next; s != NULL; s = next) {
+        next = s->next;
+        if (unlink) s->next = s->prev = NULL;
+        fn(s, arg);
+      }
+    if (h->cur[c] != &span_none) fn(h->cur[c], arg);
+    if (unlink) {
+      memset(b, 0, sizeof *b);
+      h->cur[c] = &span_none;
+    }
+  }
+}
+
+static void trim_one(span_t *s, void *vh) {
+  heap_t *h = vh;
+  span_collect(s);
+  if (s->used != (s->list == SL_CUR)) return;
+  if (s->list == SL_CUR) heap_clear_cur(h, s);
+  else heap_take(h, s);
+  span_destroy(s);
+}
+
+void heap_trim(heap_t *h) {
+  h->busy = 1;
+  heap_drain(h);
+  heap_each(h, trim_one, h, false);
+  h->busy = 0;
+}
+
+static void orphan_one(span_t *s, void *alone) { span_orphan(s, *(bool *)alone); }
+
+static void give_back_one(span_t *s, void *h) {
+  if (s->list == SL_CUR) heap_clear_cur(h, s);
+  s->list = SL_NONE;
+  span_collect(s);
+  if (s->used == 0) span_destroy(s);
+  else arena_abandon(arena_get(s->arena), s);
+}
+
+/* Every span is orphaned before any is given back, and the queue is
+ * emptied in between: no announcement can be in flight once the first
+ * span leaves. */
+static void heap_flush_as(heap_t *h, bool alone) {
+  h->busy = 1;
+  heap_each(h, orphan_one, &alone, false);
+  atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
+  heap_each(h, give_back_one, h, true);
+  h->busy = 0;
+}
+
+void heap_flush(heap_t *h) { heap_flush_as(h, false); }
+
+void heap_move(heap_t *h, arena_t *to) {
+  heap_flush(h);
+  h->arena = to;
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+void heap_prefork(void) { nlock_prefork(&heaps_lock); }
+void heap_postfork_parent(void) { nlock_postfork_parent(&heaps_lock); }
+
+/* A remote free of a thread that is gone may have stopped between
+ * claiming a span (PUSHING) and pushing it: nothing will finish that, so
+ * the surviving heap takes such spans back itself. */
+static void unstick_one(span_t *s, void *h) {
+  if (atomic_load(&s->notify) != SN_PUSHING) return;
+  atomic_store(&s->notify, SN_NONE);
+  if (s->list == SL_FULL) {
+    heap_take(h, s);
+    heap_put(h, s, SL_AVAIL);
+  }
+}
+
+void heap_postfork_child(heap_t *mine) {
+  bool broken = nlock_postfork_child(&heaps_lock);
+  if (mine != &heap_none && !mine->busy) heap_each(mine, unstick_one, mine, false);
+  if (broken) heaps_free = NULL; /* mid-update: what it held is lost */
+  for (heap_t *h = heaps_all; h != NULL; h = h->next_all) {
+    if (h == mine || !h->live || h->lock != NULL) continue;
+    h->live = 0;
+    if (h->busy) continue; /* mid-update in a thread that is gone: dropped */
+    heap_flush_as(h, true);
+    if (!broken) {
+      h->next_free = heaps_free;
+      heaps_free = h;
+    }
+  }
+}

@@ -1,0 +1,15 @@
+/* large.h -- large blocks: requests above SC_SMALL_MAX, or aligned above a
+ * page, each a page run of its own with a record found by its first page. */
+#ifndef NALLOC_LARGE_H
+#define NALLOC_LARGE_H
+
+#include "types.h"
+
+/* NULL (errno ENOMEM) when it cannot be had. */
+void *large_alloc(arena_t *a, size_t size, size_t align, bool zero);
+void large_free(span_t *s);
+/* Grows or shrinks large block s in place to hold `size` bytes; false if
+ * the pages after it are not free. */
+bool large_resize(span_t *s, size_t size);
+
+#endif

@@ -1,0 +1,98 @@
+/* lock.c -- nlock's slow paths: contended lock and wake-up on the futex,
+ * the debug build's rank check, and the fork hooks. */
+#include "lock.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define NLOCK_SPINS 100
+
+void nlock_init(nlock_t *l, unsigned rank) {
+  atomic_store_explicit(&l->word, 0, memory_order_relaxed);
+  l->rank = (uint8_t)rank;
+  l->fork_skipped = false;
+}
+
+/* Contended: spin briefly (critical sections are short), then sleep on the
+ * futex with the waiters bit set so that unlock knows to wake someone. */
+void nlock_lock_slow(nlock_t *l, uint32_t self) {
+  for (int spin = 0; spin < NLOCK_SPINS; spin++) {
+    uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed);
+    if (w == 0 && atomic_compare_exchange_weak_explicit(&l->word, &w, self,
+                                                        memory_order_acquire,
+                                                        memory_order_relaxed))
+      return;
+    __builtin_ia32_pause();
+  }
+  for (;;) {
+    uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed);
+    if (w == 0) {
+      /* others may sleep on it: keep the bit so our unlock wakes them */
+      if (atomic_compare_exchange_weak_explicit(&l->word, &w, self | NLOCK_WAITERS,
+                                                memory_order_acquire,
+                                                memory_order_relaxed))
+        return;
+      continue;
+    }
+    if (!(w & NLOCK_WAITERS) &&
+        !atomic_compare_exchange_weak_explicit(&l->word, &w, w | NLOCK_WAITERS,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+      continue;
+    syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, w | NLOCK_WAITERS, NULL, NULL, 0);
+  }
+}
+
+void nlock_wake(nlock_t *l) {
+  syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Debug build: every rank held is a bit of the thread's lock_ranks; a new
+ * lock must rank above all of them. Unranked locks (rank 0) are not
+ * checked, nor are the fork handlers, which hold every lock of a rank at
+ * once (NLOCK_RANKS_OFF). */
+#define NLOCK_RANKS_OFF (1u << 31)
+
+void nlock_rank_acquire(const nlock_t *l) {
+  tsd_t *tsd = tsd_get();
+  if (l->rank == 0 || (tsd->lock_ranks & NLOCK_RANKS_OFF)) return;
+  if (tsd->lock_ranks >> l->rank)
+    nalloc_fatal("lock order: taking a lock of rank %u while holding rank %u",
+                 l->rank, 31u - (unsigned)__builtin_clz(tsd->lock_ranks));
+  tsd->lock_ranks |= 1u << l->rank;
+}
+
+void nlock_rank_release(const nlock_t *l) {
+  tsd_t *tsd = tsd_get();
+  if (l->rank == 0 || (tsd->lock_ranks & NLOCK_RANKS_OFF)) return;
+  tsd->lock_ranks &= ~(1u << l->rank);
+}
+
+void nlock_fork_begin(void) { tsd_get()->lock_ranks |= NLOCK_RANKS_OFF; }
+void nlock_fork_end(void) { tsd_get()->lock_ranks &= ~NLOCK_RANKS_OFF; }
+
+/* A lock this thread already holds can only mean fork() was called from a
+ * signal handler that interrupted nalloc: taking it again would hang, so
+ * leave it, and tell the child that what it guards may be mid-update. */
+void nlock_prefork(nlock_t *l) {
+  if (nlock_held_by_me(l)) {
+    l->fork_skipped = true;
+    return;
+  }
+  l->fork_skipped = false;
+  nlock_lock(l);
+}
+
+void nlock_postfork_parent(nlock_t *l) {
+  if (l->fork_skipped) l->fork_skipped = false;
+  else nlock_unlock(l);
+}
+
+bool nlock_postfork_child(nlock_t *l) {
+  bool broken = l->fork_skipped;
+  nlock_init(l, l->rank);
+  return broken;
+}

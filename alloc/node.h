@@ -1,0 +1,31 @@
+/* node.h -- NUMA nodes: how many, which node a thread runs on, which
+ * arenas belong to which node, and binding an arena's memory to its node.
+ *
+ * Arena i belongs to node i / node_arenas_per. A thread is bound at its
+ * first allocation to an arena of the node of the CPU it runs on,
+ * round-robin among that node's arenas. `numa_nodes:N` pretends N nodes,
+ * so the multi-node paths run (and are tested) on a one-node machine:
+ * threads are then spread over the pretended nodes in turn, and each
+ * pretended node's memory is bound to a real node. */
+#ifndef NALLOC_NODE_H
+#define NALLOC_NODE_H
+
+#include "types.h"
+
+#define NODE_MAX 64
+
+extern unsigned node_count;       /* nodes arenas are grouped by (real or pretended) */
+extern unsigned node_arenas_per;  /* arenas per node */
+extern _Atomic uint64_t node_mbind_failures;
+
+/* At allocator start (system calls only, no malloc, no files read on a
+ * one-node machine): the topology and the number of arenas. */
+void node_boot(void);
+unsigned node_arena_count(void);
+unsigned node_of_arena(unsigned i);
+/* Arena for a thread starting now on the current CPU. */
+unsigned node_pick_arena(void);
+/* Memory mapped for an arena of `node`: bind it there (preferred). */
+void node_bind_range(void *p, size_t size, unsigned node);
+
+#endif

@@ -1,0 +1,229 @@
+/* page_heap.c -- free page runs of an arena: best-fit-by-bin search,
+ * carving, coalescing inside one OS mapping, and decay-based purging.
+ * The arena's heap_lock is held throughout (page_heap.h). */
+#include "page_heap.h"
+
+#include <string.h>
+
+#include "base.h"
+#include "conf.h"
+#include "node.h"
+#include "os.h"
+#include "pagemap.h"
+
+span_t *pheap_rec_new(arena_t *a) {
+  span_t *r = a->rec_cache;
+  if (r != NULL) {
+    a->rec_cache = r->next;
+    memset(r, 0, sizeof *r);
+  } else if ((r = base_alloc(sizeof *r)) == NULL) {
+    return NULL;
+  }
+  r->arena = (uint16_t)a->index;
+  return r;
+}
+
+void pheap_rec_delete(arena_t *a, span_t *r) {
+  r->kind = SPAN_NONE;
+  atomic_store_explicit(&r->owner_fast, NULL, memory_order_relaxed);
+  r->next = a->rec_cache;
+  a->rec_cache = r;
+}
+
+/* Runs up to 128 pages have a bin per length; longer ones one per power
+ * of two. */
+static unsigned run_bin(size_t np) {
+  if (np <= 128) return (unsigned)np - 1;
+  unsigned b = 128 + (63u - (unsigned)__builtin_clzl(np)) - 7;
+  return b < HEAP_NBINS ? b : HEAP_NBINS - 1;
+}
+
+static void run_insert(arena_t *a, span_t *r) {
+  unsigned b = run_bin(r->npages);
+  r->kind = SPAN_FREE;
+  r->prev = NULL;
+  if (r->dirty || a->runs[b] == NULL) { /* dirty first: reuse warm pages */
+    r->next = a->runs[b];
+    if (r->next) r->next->prev = r;
+    a->runs[b] = r;
+  } else {
+    span_t *t = a->runs[b];
+    while (t->next) t = t->next;
+    t->next = r;
+    r->prev = t;
+    r->next = NULL;
+  }
+  a->runs_nonempty[b / 64] |= (uint64_t)1 << (b % 64);
+  pagemap_set_ends((void *)r->start, r->npages, r);
+}
+
+static void run_remove(arena_t *a, span_t *r) {
+  unsigned b = run_bin(r->npages);
+  if (r->prev) r->prev->next = r->next;
+  else a->runs[b] = r->next;
+  if (r->next) r->next->prev = r->prev;
+  if (a->runs[b] == NULL) a->runs_nonempty[b / 64] &= ~((uint64_t)1 << (b % 64));
+}
+
+static span_t *run_find(arena_t *a, size_t np) {
+  for (unsigned b = run_bin(np); b < HEAP_NBINS; b++) {
+    uint64_t w = a->runs_nonempty[b / 64] >> (b % 64);
+    if (w == 0) {
+      b = (b | 63); /* skip the rest of this word */
+      continue;
+    }
+    b += (unsigned)__builtin_ctzll(w);
+    if (b >= HEAP_NBINS) break;
+    for (span_t *r = a->runs[b]; r; r = r->next)
+      if (r->npages >= np) return r;
+  }
+  return NULL;
+}
+
+static void run_purge(arena_t *a, span_t *r) {
+  os_purge((void *)r->start, r->npages * PAGE);
+  a->npages_dirty -= r->npages;
+  a->npurged += r->npages;
+  r->dirty = 0;
+  r->zeroed = 1;
+}
+
+static bool heap_grow(arena_t *a, size_t np) {
+  size_t size = np * PAGE > HEAP_CHUNK ? ALIGN_UP(np * PAGE, (size_t)2 << 20)
+                                       : HEAP_CHUNK;
+  void *p = os_map(size);
+  if (p == NULL) return false;
+  span_t *r = pheap_rec_new(a);
+  if (r == NULL || !pagemap_reserve(p, size)) {
+    if (r) pheap_rec_delete(a, r);
+    os_unmap(p, size);
+    return false;
+  }
+  node_bind_range(p, size, a->node);
+  a->mapped += size;
+  r->start = r->chunk_lo = (uintptr_t)p;
+  r->npages = size / PAGE;
+  r->chunk_hi = r->start + size;
+  r->zeroed = 1;
+  run_insert(a, r);
+  return true;
+}
+
+/* A free run of the same mapping as `like`, for what is left around a
+ * carve. */
+static bool run_rest(arena_t *a, const span_t *like, uintptr_t start, size_t np) {
+  if (np == 0) return true;
+  span_t *r = pheap_rec_new(a);
+  if (r == NULL) return false;
+  *r = (span_t){.start = start, .npages = np, .dirty = like->dirty,
+                .zeroed = like->zeroed, .arena = like->arena,
+                .dirty_since = like->dirty_since, .chunk_lo = like->chunk_lo,
+                .chunk_hi = like->chunk_hi};
+  run_insert(a, r);
+  return true;
+}
+
+/* Cuts [start, start + np pages) out of free run r; what is left either
+ * side goes back as free runs. */
+static bool run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np,
+                      pages_t *out) {
+  size_t lead = (start - r->start) / PAGE, trail = r->npages - lead - np;
+  run_remove(a, r);
+  if (!run_rest(a, r, r->start, lead) ||
+      !run_rest(a, r, start + np * PAGE, trail)) {
+    run_insert(a, r); /* out of metadata: leave it as it was */
+    return false;
+  }
+  if (r->dirty) a->npages_dirty -= np;
+  a->npages_active += np;
+  *out = (pages_t){start, np, r->chunk_lo, r->chunk_hi, r->zeroed && !r->dirty};
+  /* Pages handed out have no page-map entry (r's ends may have been among
+   * them); the caller sets what it needs. */
+  pagemap_set_ends((void *)start, np, NULL);
+  pheap_rec_delete(a, r);
+  return true;
+}
+
+bool pheap_alloc(arena_t *a, size_t np, size_t align, pages_t *out) {
+  size_t extra = align > PAGE ? align / PAGE - 1 : 0;
+  if (np + extra < np) return false;
+  span_t *r = run_find(a, np + extra);
+  if (r == NULL) {
+    if (!heap_grow(a, np + extra)) return false;
+    r = run_find(a, np + extra);
+    if (r == NULL) return false;
+  }
+  uintptr_t start = align > PAGE ? ALIGN_UP(r->start, align) : r->start;
+  return run_carve(a, r, start, np, out);
+}
+
+bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner) {
+  if (at >= owner->chunk_hi) return false;
+  span_t *r = pagemap_get((void *)at);
+  if (r == NULL || r->kind != SPAN_FREE || r->start != at || r->npages < np)
+    return false;
+  pages_t got;
+  return run_carve(a, r, at, np, &got);
+}
+
+static void heap_decay(arena_t *a, uint64_t now, bool all) {
+  uint64_t decay = (uint64_t)opt_dirty_decay_ms * 1000000u;
+  if (!all && opt_dirty_decay_ms < 0) return;
+  if (!all && now - a->last_decay_ns < decay / 8 + 1000000u) return;
+  a->last_decay_ns = now;
+  for (unsigned b = 0; b < HEAP_NBINS; b++)
+    for (span_t *r = a->runs[b]; r; r = r->next)
+      if (r->dirty && (all || now - r->dirty_since >= decay)) run_purge(a, r);
+}
+
+/* Merges free run s with the free run that ends where it starts and the
+ * one that starts where it ends, inside s's mapping. Page-map invariant: a
+ * page has an entry only if it is an end of a free run or large block, or
+ * any page of a small span; junctions become interior and lose theirs. */
+static void run_coalesce(arena_t *a, span_t *s) {
+  span_t *l = s->start > s->chunk_lo ? pagemap_get((void *)(s->start - PAGE)) : NULL;
+  if (l && l->kind == SPAN_FREE && l->start + l->npages * PAGE == s->start) {
+    run_remove(a, l);
+    pagemap_set((void *)(s->start - PAGE), NULL); /* the junction is interior */
+    pagemap_set((void *)s->start, NULL);
+    if (!l->dirty) a->npages_dirty += l->npages;
+    s->start = l->start;
+    s->npages += l->npages;
+    pheap_rec_delete(a, l);
+  }
+  uintptr_t end = s->start + s->npages * PAGE;
+  span_t *r = end < s->chunk_hi ? pagemap_get((void *)end) : NULL;
+  if (r && r->kind == SPAN_FREE && r->start == end) {
+    run_remove(a, r);
+    pagemap_set((void *)(end - PAGE), NULL);
+    pagemap_set((void *)end, NULL);
+    if (!r->dirty) a->npages_dirty += r->npages;
+    s->npages += r->npages;
+    pheap_rec_delete(a, r);
+  }
+}
+
+void pheap_free(arena_t *a, const pages_t *pg) {
+  uint64_t now = nalloc_now_ns();
+  span_t *s = pheap_rec_new(a);
+  a->npages_active -= pg->npages;
+  a->npages_dirty += pg->npages;
+  if (s == NULL) return; /* out of metadata: the pages stay unusable */
+  s->start = pg->start;
+  s->npages = pg->npages;
+  s->chunk_lo = pg->chunk_lo;
+  s->chunk_hi = pg->chunk_hi;
+  s->kind = SPAN_FREE;
+  s->dirty = 1;
+  s->dirty_since = now;
+  run_coalesce(a, s);
+  run_insert(a, s);
+  if (opt_dirty_decay_ms == 0) run_purge(a, s);
+  else heap_decay(a, now, false);
+}
+
+size_t pheap_purge(arena_t *a, bool all) {
+  uint64_t before = a->npurged;
+  heap_decay(a, nalloc_now_ns(), all);
+  return (size_t)(a->npurged - before);
+}

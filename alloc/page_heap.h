@@ -1,0 +1,42 @@
+/* page_heap.h -- an arena's pages: free runs, carved for small spans and
+ * large blocks and merged back when freed, returned to the OS after
+ * dirty_decay_ms (decay) or at once (purge).
+ *
+ * Every function here is called with the arena's heap_lock held. A free
+ * run is a span_t of kind SPAN_FREE found in the page map by its first
+ * and last page; the pages a caller gets are its own to map. */
+#ifndef NALLOC_PAGE_HEAP_H
+#define NALLOC_PAGE_HEAP_H
+
+#include "types.h"
+
+#define HEAP_CHUNK ((size_t)4 << 20)   /* bytes mapped at a time */
+#define HEAP_POPULATE ((size_t)64 << 10) /* fresh bytes faulted in at once */
+
+/* A run of pages handed out by the page heap. */
+typedef struct pages_s {
+  uintptr_t start;
+  size_t npages;
+  uintptr_t chunk_lo, chunk_hi; /* the OS mapping it lies in */
+  bool zeroed;                  /* the pages read as zero */
+} pages_t;
+
+/* np pages aligned to `align` (a power of two; PAGE or less: no
+ * constraint), mapping more memory when no free run fits. False when the
+ * OS refuses. */
+bool pheap_alloc(arena_t *a, size_t np, size_t align, pages_t *out);
+/* Gives pages back (their page-map entries are no longer the caller's:
+ * interior entries must be NULL). Merges with free neighbours, then runs
+ * decay. */
+void pheap_free(arena_t *a, const pages_t *pg);
+/* Takes `np` pages starting exactly at `at` if a free run begins there and
+ * is long enough (growing a large block in place). */
+bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner);
+/* Purges dirty runs now: all of them, or those past decay. Returns pages. */
+size_t pheap_purge(arena_t *a, bool all);
+
+/* Header-only records (free runs, large blocks), recycled per arena. */
+span_t *pheap_rec_new(arena_t *a);
+void pheap_rec_delete(arena_t *a, span_t *r);
+
+#endif

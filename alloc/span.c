@@ -1,0 +1,254 @@
+/* span.c -- small spans: making one from an arena's pages and giving it
+ * back, finding free slots, remote frees and the notify protocol
+ * (span.h). */
+#include "span.h"
+
+#include <sched.h>
+#include <string.h>
+
+#include "arena.h"
+#include "base.h"
+#include "heap.h"
+#include "lock.h"
+#include "os.h"
+#include "page_heap.h"
+#include "pagemap.h"
+
+span_t span_none = {.nwords = 1, .bits = {[SPAN_RBITS] = 0}};
+
+/* Records are type-stable: an arena keeps the records of the spans it
+ * took back for its next spans (a stale pointer from a racing double free
+ * can only ever reach a span record). */
+#define SPAN_REC_BYTES (sizeof(span_t) + 2 * SPAN_MAX_WORDS * sizeof(uint64_t))
+
+static span_t *rec_new(arena_t *a) {
+  span_t *s = a->small_recs;
+  if (s != NULL) {
+    a->small_recs = s->next;
+    memset(s, 0, SPAN_REC_BYTES);
+    return s;
+  }
+  return base_alloc(SPAN_REC_BYTES);
+}
+
+static void rec_delete(arena_t *a, span_t *s) {
+  s->kind = SPAN_NONE;
+  s->slot_size = 0;
+  s->div_mul = 0;
+  s->next = a->small_recs;
+  a->small_recs = s;
+}
+
+static void span_set_cursor(span_t *s, unsigned w) {
+  s->cursor = w;
+  s->wbase = s->start + (uintptr_t)w * 64 * s->slot_size;
+}
+
+static void span_init_bits(span_t *s) {
+  for (unsigned w = 0; w < s->nwords; w++) {
+    unsigned lo = w * 64; /* slots lo..lo+63: all, some or none exist */
+    uint64_t v = lo + 64 <= s->nslots ? ~(uint64_t)0
+                 : ((uint64_t)1 << (s->nslots - lo)) - 1;
+    store_rlx(&s->bits[w], v);
+  }
+}
+
+static void arena_list_add(arena_t *a, span_t *s) {
+  s->aprev = NULL;
+  s->anext = a->small_all;
+  if (s->anext) s->anext->aprev = s;
+  a->small_all = s;
+}
+
+static void arena_list_remove(arena_t *a, span_t *s) {
+  if (s->aprev) s->aprev->anext = s->anext;
+  else a->small_all = s->anext;
+  if (s->anext) s->anext->aprev = s->aprev;
+}
+
+/* Pages that read as zero were never touched or were purged. A later span
+ * of a busy class is about to be written slot after slot, and the next
+ * spans are carved right after it: fault HEAP_POPULATE bytes in with one
+ * call instead of a fault a page. A thread's first span of a class, big
+ * slots, and large blocks fault as they are touched, so a process that
+ * allocates little pays for no page it does not use; what this leaves
+ * faulted in but unused is at most one window per arena. */
+static void span_populate(arena_t *a, span_t *s, const pages_t *pg, bool later,
+                          uintptr_t *from, uintptr_t *to) {
+  *from = *to = 0;
+  if (!pg->zeroed || !later || s->slot_size > PAGE / 4) return;
+  if (s->start >= a->pop_lo && span_end(s) <= a->pop_hi) return;
+  *from = s->start;
+  *to = *from + HEAP_POPULATE < pg->chunk_hi ? *from + HEAP_POPULATE : pg->chunk_hi;
+  if (*to < span_end(s)) *to = span_end(s);
+  a->pop_lo = *from;
+  a->pop_hi = *to;
+}
+
+span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
+  const sc_info_t *sc = &sc_info[cls];
+  unsigned nslots = sc_nslots(cls, npages), nwords = (nslots + 63) / 64;
+  uintptr_t from, to;
+  pages_t pg;
+  nlock_lock(&a->heap_lock);
+  span_t *s = rec_new(a);
+  if (s == NULL || !pheap_alloc(a, npages, 0, &pg)) {
+    if (s) rec_delete(a, s);
+    nlock_unlock(&a->heap_lock);
+    return NULL;
+  }
+  s->start = pg.start;
+  s->npages = npages;
+  s->chunk_lo = pg.chunk_lo;
+  s->chunk_hi = pg.chunk_hi;
+  s->zeroed = pg.zeroed;
+  s->arena = (uint16_t)a->index;
+  s->kind = SPAN_SMALL;
+  s->cls = (uint8_t)cls;
+  s->slot_size = sc->size;
+  s->div_mul = sc->div_mul;
+  s->nslots = (uint16_t)nslots;
+  s->nwords = (uint16_t)nwords;
+  span_set_cursor(s, 0);
+  span_init_bits(s);
+  arena_list_add(a, s);
+  span_populate(a, s, &pg, npages == sc->npages[1], &from, &to);
+  pagemap_set_range((void *)s->start, npages, s);
+  nlock_unlock(&a->heap_lock);
+  if (to != 0) os_populate((void *)from, to - from);
+  return s;
+}
+
+void span_destroy(span_t *s) {
+  arena_t *a = arena_get(s->arena);
+  nalloc_assert(s->used == 0);
+  sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_relaxed);
+  if (ps) base_free(ps, sizeof(sample_slot_t) * s->nslots);
+  atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
+  store_rlx(&s->owner_fast, NULL);
+  atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+  if (a->broken) return; /* fork child: its page heap may be mid-update */
+  pages_t pg = {s->start, s->npages, s->chunk_lo, s->chunk_hi, false};
+  nlock_lock(&a->heap_lock);
+  if (s->npages > 2) pagemap_set_range((void *)(s->start + PAGE), s->npages - 2, NULL);
+  a->nmalloc_small_gone += s->nmalloc;
+  arena_list_remove(a, s);
+  rec_delete(a, s);
+  pheap_free(a, &pg);
+  nlock_unlock(&a->heap_lock);
+}
+
+uint32_t span_collect(span_t *s) {
+  _Atomic uint64_t *rb = span_rbits(s);
+  uint32_t n = 0;
+  for (unsigned w = 0; w < s->nwords; w++) {
+    if (load_rlx(&rb[w]) == 0) continue;
+    uint64_t r = atomic_exchange_explicit(&rb[w], 0, memory_order_acquire);
+    nalloc_assert((load_rlx(&s->bits[w]) & r) == 0);
+    store_rlx(&s->bits[w], load_rlx(&s->bits[w]) | r);
+    n += (uint32_t)__builtin_popcountll(r);
+  }
+  nalloc_assert(n <= s->used);
+  s->used -= n;
+  return n;
+}
+
+static bool span_find_local(span_t *s) {
+  for (unsigned w = 0; w < s->nwords; w++)
+    if (load_rlx(&s->bits[w]) != 0) {
+      span_set_cursor(s, w);
+      return true;
+    }
+  return false;
+}
+
+bool span_find(span_t *s) {
+  return span_find_local(s) || (span_collect(s) && span_find_local(s));
+}
+
+static bool span_remote_any(span_t *s) {
+  _Atomic uint64_t *rb = span_rbits(s);
+  for (unsigned w = 0; w < s->nwords; w++)
+    if (atomic_load_explicit(&rb[w], memory_order_seq_cst) != 0) return true;
+  return false;
+}
+
+/* Waits out a remote free that is pushing s (it holds no lock and runs a
+ * handful of instructions; it can only be preempted). */
+static void span_wait_push(void) { sched_yield(); }
+
+bool span_want(span_t *s) {
+  for (;;) {
+    uint8_t st = SN_NONE;
+    if (atomic_compare_exchange_strong(&s->notify, &st, SN_WANT)) break;
+    if (st == SN_QUEUED) return true; /* the drain will look at it */
+    nalloc_assert(st == SN_PUSHING);
+    span_wait_push();
+  }
+  /* WANT is visible before we look (seq_cst on both sides: a remote free
+   * sets its bit, then reads notify): either we see its bit, or it sees
+   * WANT and pushes. */
+  if (!span_remote_any(s)) return true;
+  uint8_t st = SN_WANT;
+  if (!atomic_compare_exchange_strong(&s->notify, &st, SN_NONE))
+    return true; /* a remote free is announcing it: it will reach the queue */
+  span_collect(s);
+  return false;
+}
+
+void span_unwant(span_t *s) {
+  uint8_t st = SN_WANT;
+  /* PUSHING or QUEUED: it is (about to be) on the queue; the drain skips
+   * spans that are no longer on the full list, and sets NONE. */
+  atomic_compare_exchange_strong(&s->notify, &st, SN_NONE);
+}
+
+void span_dequeued(span_t *s) {
+  for (;;) {
+    uint8_t st = SN_QUEUED;
+    if (atomic_compare_exchange_strong(&s->notify, &st, SN_NONE)) return;
+    nalloc_assert(st == SN_PUSHING); /* pushed, QUEUED not yet stored */
+    span_wait_push();
+  }
+}
+
+static void span_announce(span_t *s) {
+  uint8_t st = SN_WANT;
+  if (!atomic_compare_exchange_strong(&s->notify, &st, SN_PUSHING)) return;
+  heap_t *h = atomic_load_explicit(&s->owner, memory_order_acquire);
+  nalloc_assert(h != NULL);
+  heap_queue_push(h, s);
+  atomic_store_explicit(&s->notify, SN_QUEUED, memory_order_release);
+}
+
+bool span_push_remote(span_t *s, uint32_t i) {
+  uint32_t w = i >> 6;
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  if (load_rlx(&s->bits[w]) & bit) return false;
+  uint64_t old = atomic_fetch_or_explicit(&span_rbits(s)[w], bit, memory_order_seq_cst);
+  if (old & bit) return false;
+  uint8_t st = atomic_load_explicit(&s->notify, memory_order_seq_cst);
+  if (st == SN_WANT) span_announce(s);
+  else if (st == SN_ORPHAN) arena_note_orphan_free(arena_get(s->arena));
+  return true;
+}
+
+void span_orphan(span_t *s, bool alone) {
+  store_rlx(&s->owner_fast, NULL);
+  for (;;) {
+    uint8_t st = atomic_load(&s->notify);
+    if (st == SN_PUSHING && !alone) {
+      span_wait_push();
+      continue;
+    }
+    if (atomic_compare_exchange_strong(&s->notify, &st, SN_ORPHAN)) break;
+  }
+  atomic_store_explicit(&s->owner, NULL, memory_order_release);
+}
+
+void span_adopt(span_t *s, heap_t *h) {
+  atomic_store_explicit(&s->owner, h, memory_order_release);
+  atomic_store(&s->notify, SN_NONE);
+  s->list = SL_NONE;
+  span_set_fast(s, h->lock == NULL ? h : NULL);
+}

@@ -1,0 +1,118 @@
+/* tsd.c -- per-thread set-up and teardown: bind the thread to an arena,
+ * give it a heap, and at exit give the heap's spans back (a
+ * pthread key's destructor). */
+#include "tsd.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "boot.h"
+#include "conf.h"
+#include "heap.h"
+#include "node.h"
+#include "../prof/prof_hook.h"
+
+__thread tsd_t nalloc_tsd __attribute__((tls_model("initial-exec"))) = {
+    .heap = &heap_none};
+
+static pthread_key_t tsd_key;
+static bool tsd_key_ok;
+
+uint32_t nalloc_tid_slow(void) {
+  uint32_t t = (uint32_t)syscall(SYS_gettid);
+  tsd_get()->tid = t;
+  return t;
+}
+
+static void tsd_cleanup(void *arg);
+
+/* From the allocator's boot: the key whose destructor runs tsd_cleanup. */
+void tsd_boot_global(void) {
+  tsd_key_ok = pthread_key_create(&tsd_key, tsd_cleanup) == 0;
+}
+
+void tsd_boot(tsd_t *tsd) {
+  if (tsd->state == TSD_TEARDOWN) return; /* exiting: no heap any more */
+  nalloc_boot();
+  tsd->state = TSD_NOMINAL;
+  tsd->heap = &heap_none; /* nested mallocs below use the shared heap */
+  unsigned i = node_pick_arena();
+  arena_t *a = arena_get(i);
+  if (a == NULL) {
+    i = 0;
+    a = arena_get(0);
+  }
+  tsd->arena = (uint16_t)i;
+  atomic_fetch_add_explicit(&a->nthreads, 1, memory_order_relaxed);
+  tsd->prof_countdown = opt_prof ? prof_next_wait(tsd) : INT64_MAX;
+  /* The key's value may need calloc (keys past 32): by now a nested call
+   * finds the thread nominal with no heap and uses the shared heap. */
+  if (tsd_key_ok) pthread_setspecific(tsd_key, tsd);
+  if (opt_tcache) {
+    heap_t *h = heap_create(a);
+    if (h != NULL) tsd->heap = h;
+  }
+}
+
+void tsd_ensure(void) {
+  tsd_t *tsd = tsd_get();
+  if (tsd->state == TSD_UNINIT) tsd_boot(tsd);
+}
+
+unsigned tsd_arena(void) {
+  tsd_ensure();
+  return tsd_get()->arena;
+}
+
+static void tsd_drop_heap(tsd_t *tsd) {
+  heap_t *h = tsd->heap;
+  tsd->heap = &heap_none;
+  if (h != &heap_none) heap_destroy(h);
+}
+
+static void tsd_cleanup(void *arg) {
+  (void)arg;
+  tsd_t *tsd = tsd_get();
+  tsd->state = TSD_TEARDOWN;
+  tsd_drop_heap(tsd);
+  arena_t *a = arena_get(tsd->arena);
+  if (a) atomic_fetch_sub_explicit(&a->nthreads, 1, memory_order_relaxed);
+  if (opt_prof) prof_thread_exit(tsd);
+}
+
+bool tsd_set_arena(unsigned i) {
+  tsd_t *tsd = tsd_get();
+  if (tsd->state != TSD_NOMINAL) tsd_boot(tsd);
+  arena_t *to = arena_get(i), *from = arena_get(tsd->arena);
+  if (to == NULL) return false;
+  if (from) atomic_fetch_sub_explicit(&from->nthreads, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&to->nthreads, 1, memory_order_relaxed);
+  tsd->arena = (uint16_t)i;
+  if (tsd->heap != &heap_none) heap_move(tsd->heap, to);
+  return true;
+}
+
+void tsd_flush(void) {
+  tsd_t *tsd = tsd_get();
+  if (tsd->state == TSD_NOMINAL && tsd->heap != &heap_none) heap_flush(tsd->heap);
+}
+
+/* The child's thread has a kernel id of its own; its heap is usable only
+ * if fork did not interrupt one of its slow paths (fork from a signal
+ * handler): otherwise it starts a new one. */
+void tsd_postfork_child(void) {
+  tsd_t *tsd = tsd_get();
+  tsd->lock_ranks = 0; /* whatever it held was re-initialised */
+  if (tsd->heap != &heap_none && tsd->heap->busy) {
+    tsd->heap = &heap_none; /* dropped, not walked: it may be mid-update */
+    if (tsd->state == TSD_NOMINAL && opt_tcache) {
+      heap_t *h = heap_create(arena_get(tsd->arena));
+      if (h != NULL) tsd->heap = h;
+    }
+  }
+  if (tsd->state == TSD_NOMINAL) {
+    arena_t *a = arena_get(tsd->arena);
+    if (a) atomic_fetch_add_explicit(&a->nthreads, 1, memory_order_relaxed);
+  }
+}

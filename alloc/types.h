@@ -1,0 +1,224 @@
+/* types.h -- the allocator's data types in one place, and the layout
+ * constants that tie them together (checked by _Static_assert below).
+ *
+ * The parts and what each owns are described in alloc/README.md. In short:
+ *   span   a run of pages: a free run of the page heap, a small span cut
+ *          into equal slots of one size class, or one large block;
+ *   heap   a thread's own set of small spans, one list set per size class;
+ *          only the owning thread allocates from them or frees into them
+ *          without atomics; other threads' frees set bits in a span's
+ *          remote bitmap;
+ *   arena  a page heap (free runs, decay), the spans whose owning thread
+ *          exited (abandoned, adopted by the next thread that needs one),
+ *          and a shared heap behind a lock for threads without a heap of
+ *          their own; arenas are grouped by NUMA node. */
+#ifndef NALLOC_TYPES_H
+#define NALLOC_TYPES_H
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "compiler.h"
+
+/* ---- memory layout ------------------------------------------------------ */
+#define LG_PAGE 12
+#define PAGE ((size_t)1 << LG_PAGE)
+#define CACHELINE 64
+#define ADDR_BITS 47 /* user addresses on x86-64 Linux */
+
+/* ---- size classes (size_class.c) -----------------------------------------
+ * 16-byte steps to 128 B, four classes per doubling to 1 KiB, eight per
+ * doubling to SC_SMALL_MAX: every class a multiple of 16, and the rounding
+ * waste under 25% below 1 KiB and under 12.5% above. */
+#define SC_NSMALL 68
+#define SC_FIRST_QUARTER 8 /* first class of the four-per-doubling range (160) */
+#define SC_FIRST_FINE 20   /* first class of the eight-per-doubling range (1152) */
+#define SC_SMALL_MAX ((size_t)65536)
+#define SC_DIV_SHIFT 40              /* slot index = (off * div_mul) >> 40 */
+
+typedef struct sc_info_s {
+  uint32_t size;       /* slot size in bytes */
+  uint16_t npages[2];  /* pages of a thread's first span of this class, and of
+                          the later ones */
+  uint64_t div_mul;    /* ceil(2^SC_DIV_SHIFT / size) */
+} sc_info_t;
+
+/* ---- spans ----------------------------------------------------------------- */
+#define SPAN_MAX_SLOTS 1024
+#define SPAN_MAX_WORDS (SPAN_MAX_SLOTS / 64)
+/* Slot indices by multiplication are exact for offsets below this (see
+ * sc_slot_of): small spans are never longer. */
+#define SPAN_MAX_BYTES ((size_t)1 << 20)
+
+enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
+
+/* Which of its owner's lists a small span is on (owner-private). */
+enum { SL_NONE, SL_CUR, SL_AVAIL, SL_FULL, SL_EMPTY, SL_ABANDONED };
+
+/* A full span's wish to hear of remote frees (span.c, the notify
+ * protocol): NONE the owner looks at the span by itself; WANT the span is
+ * full and off its owner's lists, the next remote free announces it on the
+ * owner's queue; PUSHING a remote free is doing that now; QUEUED it is on
+ * the queue until the owner drains it; ORPHAN no owner. */
+enum { SN_NONE = 0, SN_WANT = 1, SN_PUSHING = 2, SN_QUEUED = 3, SN_ORPHAN = 4 };
+
+/* A small span's record of one sampled slot, in 8 bytes: the requested
+ * size charged (at most SC_SMALL_MAX: 17 bits) above the profiler's tctx
+ * pointer (user addresses have ADDR_BITS bits). 0: not sampled. */
+typedef uint64_t sample_slot_t;
+#define SAMPLE_SIZE_SHIFT ADDR_BITS
+
+struct heap_s;
+typedef struct span_s {
+  /* Line 0: what free's fast path and malloc's pop read. */
+  uintptr_t start;
+  uint64_t div_mul;    /* SPAN_SMALL; 0 otherwise, so slot checks fail */
+  uint32_t slot_size;  /* SPAN_SMALL; 0 otherwise */
+  uint8_t kind;        /* SPAN_* */
+  uint8_t cls;         /* SPAN_SMALL: size class */
+  uint16_t arena;      /* index of the arena whose pages these are */
+  /* The owning heap while its frees may push with no further look: a
+   * small span that is on its owner's lists and holds no sampled slot.
+   * NULL otherwise (and for every other kind of span). */
+  _Atomic(struct heap_s *) owner_fast;
+  /* Owner-only counters, plain so that each update is one instruction;
+   * statistics read them racily (arena_stats). */
+  uint32_t used;           /* slots allocated; remote frees not yet
+                              collected still count */
+  uint32_t cursor;         /* word of `bits` where pop looks first */
+  uintptr_t wbase;         /* address of the cursor word's first slot */
+  uint64_t nmalloc;        /* slots handed out since the span was made */
+  uint16_t nslots, nwords; /* SPAN_SMALL */
+  uint8_t list;            /* SL_*: owner-private */
+  _Atomic uint8_t notify;  /* SN_* */
+
+  /* Line 1 on: the rest. */
+  size_t npages;
+  uintptr_t chunk_lo, chunk_hi; /* the OS mapping the span lies in: runs
+                                   are merged only inside it */
+  struct span_s *next, *prev;   /* the one list the span is on: its owner's
+                                   (SL_*), the arena's abandoned list, or
+                                   the page heap's run list */
+  struct span_s *anext, *aprev; /* SPAN_SMALL: the arena's list of all its
+                                   small spans (statistics) */
+  _Atomic(struct heap_s *) owner; /* SPAN_SMALL: NULL while abandoned */
+  struct span_s *rnext;         /* link on the owner's remote queue */
+  uint64_t dirty_since;         /* SPAN_FREE: when it became dirty */
+  size_t usize;                 /* SPAN_LARGE: usable bytes */
+  uint8_t dirty;                /* SPAN_FREE: pages may still be resident */
+  uint8_t zeroed;               /* the pages read as zero */
+  /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
+   * the span was sampled. SPAN_LARGE: the block's tctx and size. */
+  _Atomic(sample_slot_t *) prof;
+  void *large_tctx;
+  size_t large_size;
+  /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
+   * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
+   * freed by other threads, set with fetch_or, collected by the owner),
+   * at a fixed offset so free finds it with one load. Records of other
+   * kinds have no bitmaps. */
+  _Alignas(CACHELINE) _Atomic uint64_t bits[];
+} span_t;
+#define SPAN_RBITS SPAN_MAX_WORDS
+
+/* ---- heaps (heap.c) ---------------------------------------------------- */
+typedef struct heap_bin_s {
+  span_t *avail; /* spans with free slots, other than the current one */
+  span_t *full;  /* spans with none, waiting to hear of remote frees */
+  span_t *empty; /* spans with every slot free, kept for reuse */
+  uint32_t nempty;
+  uint32_t nmade; /* spans this heap started for the class (sizing) */
+} heap_bin_t;
+
+typedef struct heap_s {
+  /* The span each class allocates from; a never-empty sentinel with no
+   * free slot when there is none, so that pop needs no NULL check. */
+  span_t *cur[SC_NSMALL];
+  _Atomic(span_t *) rqueue;    /* full spans announced by remote frees */
+  struct arena_s *arena;
+  struct nlock_s *lock;        /* shared heaps only: held around every use */
+  struct heap_s *next_all;     /* registry of every heap ever made */
+  struct heap_s *next_free;    /* registry's list of reusable heaps */
+  uint8_t busy;                /* inside a slow path (fork from a signal
+                                  handler: the child drops a busy heap) */
+  uint8_t live;                /* owned by a thread (or an arena) */
+  heap_bin_t bins[SC_NSMALL];
+} heap_t;
+
+/* ---- locks (lock.c) ---------------------------------------------------
+ * A futex lock whose word is the owner's thread id (plus a "waiters"
+ * bit), set by the same compare-and-swap that takes the lock, so the fork
+ * handlers can tell a lock the forking thread itself holds. `rank` orders
+ * locks: a thread takes them in increasing rank (checked in the debug
+ * build); the ranks are listed in lock.h. */
+typedef struct nlock_s {
+  _Atomic uint32_t word; /* 0: free; else owner tid | NLOCK_WAITERS */
+  uint8_t rank;
+  bool fork_skipped;     /* prefork found it held by the forking thread */
+} nlock_t;
+
+/* ---- arenas (arena.c, page_heap.c) ------------------------------------- */
+#define ARENAS_MAX 1024
+#define HEAP_NBINS 160
+
+typedef struct arena_s {
+  unsigned index, node;
+  _Atomic unsigned nthreads;
+  bool broken;             /* fork child: a lock was held mid-update */
+  /* page heap (page_heap.c), under heap_lock */
+  nlock_t heap_lock;
+  span_t *runs[HEAP_NBINS];  /* free runs by size; dirty at the head */
+  uint64_t runs_nonempty[(HEAP_NBINS + 63) / 64];
+  span_t *rec_cache;         /* recycled run / large records */
+  span_t *small_recs;        /* recycled small span records (span.c) */
+  size_t npages_active;      /* pages in small and large spans */
+  size_t npages_dirty;       /* free pages that may be resident */
+  size_t mapped;             /* bytes mapped for this arena */
+  size_t large_allocated;    /* usable bytes of live large spans */
+  uint64_t nmalloc_large, ndalloc_large, npurged;
+  uint64_t nmalloc_small_gone; /* nmalloc of small spans given back */
+  uint64_t last_decay_ns;
+  uintptr_t pop_lo, pop_hi;  /* the last run of fresh pages faulted in */
+  span_t *small_all;         /* every small span of the arena */
+  /* spans whose owner went away, by class (abandon_lock) */
+  nlock_t abandon_lock;
+  span_t *abandoned[SC_NSMALL];
+  _Atomic uint64_t orphan_frees; /* remote frees into abandoned spans */
+  nlock_t reap_lock;             /* one reaper at a time (trylock only) */
+  /* the heap of threads that have none (shared_lock) */
+  nlock_t shared_lock;
+  heap_t *shared;
+} arena_t;
+
+/* ---- per-thread state (tsd.c) ------------------------------------------ */
+enum { TSD_UNINIT = 0, TSD_NOMINAL = 1, TSD_TEARDOWN = 2 };
+
+typedef struct tsd_s {
+  heap_t *heap;             /* never NULL: heap_none until the thread has one */
+  int64_t prof_countdown;   /* requested bytes left until the next sample */
+  uint8_t state;            /* TSD_* */
+  uint8_t reentrant;        /* >0: inside nalloc internals; never sample */
+  uint16_t arena;           /* index of the arena this thread uses */
+  uint32_t tid;             /* kernel thread id, 0 until first needed */
+  void *prof_tdata;         /* owned by prof/ */
+  uint32_t lock_ranks;      /* debug build: bit r = a lock of rank r held */
+} tsd_t;
+
+/* ---- what ties the constants together --------------------------------- */
+_Static_assert(SC_SMALL_MAX < ((size_t)1 << (64 - SAMPLE_SIZE_SHIFT)),
+               "a sampled slot's size must fit above its tctx pointer");
+_Static_assert(SC_SMALL_MAX * 4 <= SPAN_MAX_BYTES,
+               "the largest class must get spans of several slots");
+_Static_assert((uint64_t)SPAN_MAX_BYTES * (((uint64_t)1 << SC_DIV_SHIFT) / 16 + 1) <
+                   ((uint64_t)1 << 63),
+               "slot index by multiplication must not overflow");
+_Static_assert(((size_t)1 << SC_DIV_SHIFT) / SPAN_MAX_BYTES >= SC_SMALL_MAX,
+               "slot index by multiplication must be exact in a span");
+_Static_assert(SPAN_MAX_SLOTS % 64 == 0 && SPAN_MAX_WORDS <= 16,
+               "bitmap words");
+_Static_assert(SC_NSMALL < 256, "a class fits in span_t.cls");
+_Static_assert(ARENAS_MAX <= 65536, "an arena index fits in span_t.arena");
+_Static_assert(offsetof(span_t, notify) < CACHELINE,
+               "free's fast path reads one line of the span record");
+
+#endif
