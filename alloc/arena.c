@@ -72,23 +72,23 @@ void arena_abandon(arena_t *a, span_t *s) {
   nlock_lock(&a->abandon_lock);
   s->list = SL_ABANDONED;
   s->prev = NULL;
-  s->next = a->abandoned[s->cls];
+  s->next = load_rlx(&a->abandoned[s->cls]);
   if (s->next) s->next->prev = s;
-  a->abandoned[s->cls] = s;
+  store_rlx(&a->abandoned[s->cls], s);
   nlock_unlock(&a->abandon_lock);
 }
 
 static void abandoned_unlink(arena_t *a, span_t *s) {
   if (s->prev) s->prev->next = s->next;
-  else a->abandoned[s->cls] = s->next;
+  else store_rlx(&a->abandoned[s->cls], s->next);
   if (s->next) s->next->prev = s->prev;
   s->next = s->prev = NULL;
 }
 
 span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
-  if (a->broken || a->abandoned[cls] == NULL) return NULL; /* racy peek */
+  if (a->broken || load_rlx(&a->abandoned[cls]) == NULL) return NULL; /* a peek */
   nlock_lock(&a->abandon_lock);
-  span_t *s = a->abandoned[cls];
+  span_t *s = load_rlx(&a->abandoned[cls]);
   if (s != NULL) abandoned_unlink(a, s);
   nlock_unlock(&a->abandon_lock);
   if (s != NULL) span_adopt(s, h);
@@ -100,7 +100,7 @@ span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
 static void arena_reap_abandoned(arena_t *a) {
   nlock_lock(&a->abandon_lock);
   for (unsigned c = 0; c < SC_NSMALL; c++)
-    for (span_t *s = a->abandoned[c], *next; s != NULL; s = next) {
+    for (span_t *s = load_rlx(&a->abandoned[c]), *next; s != NULL; s = next) {
       next = s->next;
       span_collect(s);
       if (s->used != 0) continue;

@@ -93,8 +93,7 @@ heap_t *heap_create(arena_t *a) {
   memset(h->bins, 0, sizeof h->bins);
   for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
-  h->arena = a;
-  h->lock = NULL;
+  h->arena = a; /* lock stays NULL: only arenas' shared heaps have one */
   h->busy = 0;
   h->live = 1;
   return h;

@@ -221,15 +221,19 @@ static void span_announce(span_t *s) {
   atomic_store_explicit(&s->notify, SN_QUEUED, memory_order_release);
 }
 
+/* Once its bit is set, the span may be emptied and given back by another
+ * thread at any moment: only its atomic fields are read after that (the
+ * record itself stays a span record). */
 bool span_push_remote(span_t *s, uint32_t i) {
   uint32_t w = i >> 6;
   uint64_t bit = (uint64_t)1 << (i & 63);
+  arena_t *a = arena_get(s->arena);
   if (load_rlx(&s->bits[w]) & bit) return false;
   uint64_t old = atomic_fetch_or_explicit(&span_rbits(s)[w], bit, memory_order_seq_cst);
   if (old & bit) return false;
   uint8_t st = atomic_load_explicit(&s->notify, memory_order_seq_cst);
   if (st == SN_WANT) span_announce(s);
-  else if (st == SN_ORPHAN) arena_note_orphan_free(arena_get(s->arena));
+  else if (st == SN_ORPHAN) arena_note_orphan_free(a);
   return true;
 }
 

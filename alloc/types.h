@@ -182,7 +182,7 @@ typedef struct arena_s {
   span_t *small_all;         /* every small span of the arena */
   /* spans whose owner went away, by class (abandon_lock) */
   nlock_t abandon_lock;
-  span_t *abandoned[SC_NSMALL];
+  _Atomic(span_t *) abandoned[SC_NSMALL]; /* heads: peeked without the lock */
   _Atomic uint64_t orphan_frees; /* remote frees into abandoned spans */
   nlock_t reap_lock;             /* one reaper at a time (trylock only) */
   /* the heap of threads that have none (shared_lock) */
