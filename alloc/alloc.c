@@ -77,35 +77,45 @@ static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
  * sampling, and exact mode, keep sampled blocks in small spans (sample.c).
  * Kept out of malloc_slow, so that a dry span does not pay for this
  * path's registers. */
-static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t size,
-                                            size_t align, bool zero,
-                                            const void *caller,
+static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
+                                            size_t size, size_t align,
+                                            bool zero, const void *caller,
                                             const void *frame) {
   void *tctx = NULL;
   bool own_page = false;
   if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
-    tctx = prof_sample(tsd, size, caller,
+    tctx = prof_sample(tsd, charge, caller,
                        frame ? frame : __builtin_frame_address(0), &own_page);
   void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
-    if (p == NULL || !sample_record(pagemap_get(p), p, tctx, size))
-      prof_sample_cancel(tsd, tctx, size);
+    if (p == NULL || !sample_record(pagemap_get(p), p, tctx, charge))
+      prof_sample_cancel(tsd, tctx, charge);
   }
   return p;
 }
 
-void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
-                  const void *frame) {
+/* `size` bytes, of which the program asked for `charge`: the sample
+ * countdown and the profile see `charge`. */
+static void *malloc_charged(size_t charge, size_t size, size_t align, bool zero,
+                            const void *caller, const void *frame) {
   tsd_t *tsd = tsd_get();
   if (caller == NULL) caller = ((void *const *)frame)[1]; /* its return address */
   if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
-  int64_t charge = size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
-  tsd->prof_countdown -= charge;
+  tsd->prof_countdown -= charge > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)charge;
   if (unlikely(tsd->prof_countdown < 0)) {
-    if (opt_prof) return malloc_sampled(tsd, size, align, zero, caller, frame);
+    if (opt_prof) return malloc_sampled(tsd, charge, size, align, zero, caller, frame);
     tsd->prof_countdown = INT64_MAX;
   }
   return alloc_core(tsd, size, align, zero, false);
+}
+
+void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
+                  const void *frame) {
+  return malloc_charged(size, size, align, zero, caller, frame);
+}
+
+void *malloc_room(size_t size, size_t room, const void *caller) {
+  return malloc_charged(size, room > size ? room : size, 0, false, caller, NULL);
 }
 
 static bool pow2(size_t x) { return x && (x & (x - 1)) == 0; }

@@ -34,7 +34,12 @@ enum { FN_FREE, FN_DELETE, FN_REALLOC, FN_USABLE, FN_N };
  * program, or NULL to read it from `frame`. */
 void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
                   const void *frame);
+/* For realloc: `size` bytes as the program asked, in a block with room for
+ * `room` (the profile sees `size`). */
+void *malloc_room(size_t size, size_t room, const void *caller);
 void free_slow(void *p, int fn);
+/* p starts slot i of s (or s is not small), but not on the fast path. */
+void free_slot_slow(void *p, span_t *s, uint32_t i, int fn);
 /* The span of p, checked: p must start a live block (else the message
  * naming call `fn`, and abort). *slot: its slot index if small. */
 span_t *span_checked(int fn, void *p, uint32_t *slot);
@@ -81,13 +86,17 @@ static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
     bool ok;
     uint32_t i = span_slot(s, p, &ok);
     heap_t *h = tsd_get()->heap;
-    if (likely(ok && load_racy(&s->owner_fast) == h)) {
-      int r = span_push(s, i);
-      if (likely(r == PUSH_OK)) return;
-      if (r == PUSH_EMPTY) {
-        heap_span_empty(h, s);
-        return;
+    if (likely(ok)) {
+      if (likely(load_racy(&s->owner_fast) == h)) {
+        int r = span_push(s, i);
+        if (likely(r == PUSH_OK)) return;
+        if (r == PUSH_EMPTY) {
+          heap_span_empty(h, s);
+          return;
+        }
       }
+      free_slot_slow(p, s, i, fn);
+      return;
     }
   }
   free_slow(p, fn);

@@ -63,6 +63,19 @@ void free_slow(void *p, int fn) {
   if (!free_small(s, i)) double_free(fn, p);
 }
 
+/* entry_free found p at the start of slot i of s, but s is not one of the
+ * thread's spans on the fast path: another thread's block (the common
+ * case), or a span of its own that is full or holds sampled slots. The
+ * double-free check is the push's. */
+void free_slot_slow(void *p, span_t *s, uint32_t i, int fn) {
+  if (unlikely(s->kind != SPAN_SMALL)) {
+    free_slow(p, fn);
+    return;
+  }
+  if (atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL) sample_release(s, p);
+  if (!free_small(s, i)) double_free(fn, p);
+}
+
 size_t entry_usable_size(void *p) {
   if (p == NULL) return 0;
   uint32_t i;

@@ -9,7 +9,7 @@ uint8_t sc_lookup[SC_SMALL_MAX / 16 + 1];
  * allocations between slow paths (64 KiB worth), at least a few for the
  * big classes. */
 #define SPAN_TARGET_BYTES ((size_t)64 << 10)
-#define SPAN_MIN_SLOTS 4
+#define SPAN_MIN_SLOTS 16
 
 static size_t sc_class_size(unsigned i) {
   if (i < SC_FIRST_QUARTER) return (size_t)(i + 1) * 16;

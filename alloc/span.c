@@ -179,11 +179,13 @@ static void span_wait_push(void) { sched_yield(); }
 
 bool span_want(span_t *s) {
   for (;;) {
-    uint8_t st = SN_NONE;
-    if (atomic_compare_exchange_strong(&s->notify, &st, SN_WANT)) break;
-    if (st == SN_QUEUED) return true; /* the drain will look at it */
-    nalloc_assert(st == SN_PUSHING);
-    span_wait_push();
+    uint8_t st = atomic_load(&s->notify);
+    /* WANT: still asked for since the span was last full (span_unwant
+     * leaves it), and no remote free has come since (it would have pushed
+     * the span); one that comes will. QUEUED: the drain will look at it. */
+    if (st == SN_WANT || st == SN_QUEUED) return true;
+    if (st == SN_NONE && atomic_compare_exchange_strong(&s->notify, &st, SN_WANT)) break;
+    if (st == SN_PUSHING) span_wait_push();
   }
   /* WANT is visible before we look (seq_cst on both sides: a remote free
    * sets its bit, then reads notify): either we see its bit, or it sees
@@ -196,12 +198,11 @@ bool span_want(span_t *s) {
   return false;
 }
 
-void span_unwant(span_t *s) {
-  uint8_t st = SN_WANT;
-  /* PUSHING or QUEUED: it is (about to be) on the queue; the drain skips
-   * spans that are no longer on the full list, and sets NONE. */
-  atomic_compare_exchange_strong(&s->notify, &st, SN_NONE);
-}
+/* The wish stays: taking it back would cost an atomic operation on every
+ * span the owner frees into while it is full, which a single-threaded
+ * program does all the time. A remote free into the span meanwhile just
+ * announces it once; the drain skips a span no longer on the full list. */
+void span_unwant(span_t *s) { (void)s; }
 
 void span_dequeued(span_t *s) {
   for (;;) {
@@ -227,13 +228,13 @@ static void span_announce(span_t *s) {
 bool span_push_remote(span_t *s, uint32_t i) {
   uint32_t w = i >> 6;
   uint64_t bit = (uint64_t)1 << (i & 63);
-  arena_t *a = arena_get(s->arena);
+  unsigned ai = s->arena;
   if (load_rlx(&s->bits[w]) & bit) return false;
   uint64_t old = atomic_fetch_or_explicit(&span_rbits(s)[w], bit, memory_order_seq_cst);
   if (old & bit) return false;
   uint8_t st = atomic_load_explicit(&s->notify, memory_order_seq_cst);
   if (st == SN_WANT) span_announce(s);
-  else if (st == SN_ORPHAN) arena_note_orphan_free(a);
+  else if (st == SN_ORPHAN) arena_note_orphan_free(arena_get(ai));
   return true;
 }
 
