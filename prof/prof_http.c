@@ -670,7 +670,7 @@ static void *ph_main(void *arg) {
 
 /* Binds and starts the thread. A fork child (`child`) serves on a port of
  * its own (port 0) or at PATH.<pid>. */
-static void ph_start(bool child) {
+static void ph_start_unsampled(bool child) {
   ph_addr_t a;
   if (!ph_parse_addr(opt_prof_http, &a)) {
     nalloc_log("prof_http: bad address \"%s\": expected HOST:PORT (numeric "
@@ -723,8 +723,7 @@ static void ph_start(bool child) {
     ph_describe(fd, family);
   }
   ph_listen_fd = fd;
-  /* The thread inherits a full signal mask and is made with sampling off,
-   * so its stack and TLS are not charged to the program's profile. */
+  /* The thread inherits a full signal mask. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -733,10 +732,7 @@ static void ph_start(bool child) {
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&at, (size_t)256 << 10);
   pthread_t t;
-  tsd_t *tsd = tsd_get();
-  tsd->reentrant++;
   int err = pthread_create(&t, &at, ph_main, NULL);
-  tsd->reentrant--;
   pthread_attr_destroy(&at);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (err != 0) {
@@ -751,6 +747,15 @@ static void ph_start(bool child) {
   else
     nalloc_log("prof_http: serving http://%s/debug/pprof/ (pid %d)", ph_where,
                (int)pid);
+}
+
+/* What starting allocates (the thread's TLS, an atexit entry) is not the
+ * program's: the calling thread does not sample meanwhile. */
+static void ph_start(bool child) {
+  tsd_t *tsd = tsd_get();
+  tsd->reentrant++;
+  ph_start_unsampled(child);
+  tsd->reentrant--;
 }
 
 void prof_http_boot(void) {
