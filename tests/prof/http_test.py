@@ -11,7 +11,8 @@ Cases:
            every sample type; still so after the binary is deleted
   symbol   /debug/pprof/symbol against the program's own function addresses
   curl     the text form equals the dump's records; gzip -d reads the
-           protobuf; HEAD; POST through curl (Expect: 100-continue)
+           protobuf; HEAD; POST through curl (Expect: 100-continue); the
+           server adds nothing to the profile
   gperf    google-pprof and jeprof on /pprof/heap (gperftools' paths)
   delta    ?seconds=N gives exactly what was allocated meanwhile
   sampled  a sampled profile over HTTP matches the dump within rounding
@@ -325,6 +326,15 @@ def case_curl():
     check(out[0] == "num_symbols: 1" and len(out) == 301 and
           all(l.endswith(" make_node") for l in out[1:]), "POST symbol: %r" % out[:3])
     check(time.monotonic() - t0 < 0.9, "100-continue not answered (curl waited)")
+    # Serving adds nothing to the profile: the same program without the
+    # server holds exactly the same at the same point.
+    q = Prog("prof:true,lg_prof_sample:0", wait_serving=False)
+    check(q.cmd("dump %s/plain.heap" % WORK) == "ok", "prof.dump without the server")
+    check(q.quit() == 0, "program without the server")
+    with open(os.path.join(WORK, "plain.heap")) as f:
+        plain = f.readline()
+    check(plain == dump.split("\n")[0] + "\n", "with the server %r, without %r"
+          % (dump.split("\n")[0], plain))
     r = run([curl, "-sSf", p.url("/debug/pprof/cmdline")])
     check(r.stdout.decode().split("\0")[0] == PROG, "cmdline: %r" % r.stdout)
     r = run([curl, "-sSf", p.url("/debug/pprof/")])
