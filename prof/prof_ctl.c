@@ -189,7 +189,7 @@ const ctl_entry_t prof_ctl_entries[] = {
     {"prof.thread_active_init", ctl_prof_thread_active_init},
     {"thread.prof.active", ctl_thread_prof_active},
     {"thread.prof.name", ctl_thread_prof_name},
-    {"prof.http_address", prof_http_ctl_address},
+    {"prof.http_address", ctl_prof_http_address},
 };
 const size_t prof_ctl_nentries =
     sizeof prof_ctl_entries / sizeof prof_ctl_entries[0];

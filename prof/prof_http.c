@@ -783,7 +783,7 @@ void prof_http_postfork_child(void) {
   if (opt_prof_http_fork) ph_start(true);
 }
 
-int prof_http_ctl_address(const size_t *idx, void *oldp, size_t *oldlenp,
+int ctl_prof_http_address(const size_t *idx, void *oldp, size_t *oldlenp,
                           void *newp, size_t newlen) {
   (void)idx;
   if (!opt_prof) return ENOENT;

@@ -23,7 +23,7 @@ extern bool opt_prof_http_fork;                /* fork children serve too */
 /* ---- prof_http.c: hooks from prof.c, ctl ---------------------------------- */
 void prof_http_boot(void);          /* prof_boot_late */
 void prof_http_postfork_child(void);
-int prof_http_ctl_address(const size_t *idx, void *oldp, size_t *oldlenp,
+int ctl_prof_http_address(const size_t *idx, void *oldp, size_t *oldlenp,
                           void *newp, size_t newlen);
 
 /* ---- prof_http_buf.c ------------------------------------------------------ */
