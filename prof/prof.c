@@ -6,6 +6,7 @@
  * tsd->prof_countdown and calls in only when it goes negative. With
  * opt.prof off the countdown is never armed, so none of this runs. */
 #include "prof_internal.h"
+#include "prof_http.h"
 
 /* ---- options and run-time switches ------------------------------------ */
 bool opt_prof = false;
@@ -39,10 +40,14 @@ void prof_boot(void) {
 }
 
 void prof_boot_late(void) {
-  if (!opt_prof) return;
+  if (!opt_prof) {
+    prof_http_boot(); /* only to say that prof_http needs prof:true */
+    return;
+  }
   if (opt_prof_leak) nalloc_log_keep(); /* the report is printed at exit */
   prof_bt_prime();
   prof_triggers_boot_late();
+  prof_http_boot();
 }
 
 /* ---- sampling ----------------------------------------------------------- */
@@ -225,4 +230,5 @@ void prof_postfork_child(void) {
   nlock_postfork_child(&prof_dump_lock);
   prof_data_postfork_child(tsd_get());
   prof_triggers_postfork_child();
+  prof_http_postfork_child();
 }

@@ -4,6 +4,7 @@
  * follow jemalloc's where jemalloc has them. With opt.prof off every
  * prof.* / thread.prof.* name answers ENOENT, as jemalloc's do. */
 #include "prof_internal.h"
+#include "prof_http.h"
 
 #include <string.h>
 
@@ -37,6 +38,12 @@ const conf_entry_t prof_conf_entries[] = {
      "gperftools (all readers) or jemalloc (jeprof, per-thread)"},
     {"prof_signal", CONF_SIGNAL, &opt_prof_signal, 0, 0, NULL, 0,
      "dump when this signal arrives (.s files); 0 off"},
+    {"prof_http", CONF_STR, opt_prof_http, 0, 0, NULL, PROF_HTTP_ADDR_MAX,
+     "serve live profiles (go tool pprof) at HOST:PORT or unix:PATH"},
+    {"prof_http_any", CONF_BOOL, &opt_prof_http_any, 0, 0, NULL, 0,
+     "let prof_http listen on an address other than loopback"},
+    {"prof_http_fork", CONF_BOOL, &opt_prof_http_fork, 0, 0, NULL, 0,
+     "fork children serve too (TCP port 0, or unix PATH.<pid>)"},
 };
 const size_t prof_conf_nentries =
     sizeof prof_conf_entries / sizeof prof_conf_entries[0];
@@ -182,6 +189,7 @@ const ctl_entry_t prof_ctl_entries[] = {
     {"prof.thread_active_init", ctl_prof_thread_active_init},
     {"thread.prof.active", ctl_thread_prof_active},
     {"thread.prof.name", ctl_thread_prof_name},
+    {"prof.http_address", ctl_prof_http_address},
 };
 const size_t prof_ctl_nentries =
     sizeof prof_ctl_entries / sizeof prof_ctl_entries[0];

@@ -519,3 +519,28 @@ out:
   tsd->reentrant--;
   return err;
 }
+
+/* The profile as prof_dump_file writes it (gperftools text, then the
+ * mappings), to a descriptor the caller owns: the HTTP server's memfd
+ * (prof_http.c). 0 or an errno value. */
+int prof_dump_fd(int fd) {
+  tsd_t *tsd = tsd_get();
+  tsd->reentrant++;
+  nlock_lock(&prof_dump_lock);
+  snap_t s;
+  int err = ENOMEM;
+  if (snap_take(&s)) {
+    rec_sort(s.recs, s.nrec);
+    wr.fd = fd;
+    wr.err = 0;
+    wr.len = 0;
+    write_gperftools(&s);
+    wr_maps();
+    wr_flush();
+    err = wr.err;
+    snap_free(&s);
+  }
+  nlock_unlock(&prof_dump_lock);
+  tsd->reentrant--;
+  return err;
+}

@@ -285,6 +285,9 @@ void prof_data_postfork_child(tsd_t *tsd);
 /* Writes a profile to `path`: 0 or an errno value (the open/write error).
  * With `leak`, first prints the leak summary from the same snapshot. */
 int prof_dump_file(const char *path, bool leak);
+/* The same profile (gperftools format) to an open descriptor, left open:
+ * 0 or an errno value. For the HTTP server (prof_http.c). */
+int prof_dump_fd(int fd);
 /* Decimal/hex formatting without stdio. Return the length written. */
 size_t prof_fmt_u64(char *buf, uint64_t v);
 size_t prof_fmt_hex(char *buf, uint64_t v);

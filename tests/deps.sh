@@ -14,6 +14,8 @@ PKGS=(
   heaptrack gnuplot-nox time           # bench: profiler peers, charts, peak RSS
   chromium                             # flamegraph SVG opened in a real browser (tests)
   binutils gzip perl                   # nalloc-prof tests: strip, objcopy, grep -P
+  curl                                 # prof_http tests: the text form, unix sockets
+  clang                                # prof_http_fuzz: libFuzzer (skipped without)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -466,6 +466,77 @@ cli)
   expect_row st.txt b 10 10
   ;;
 
+allocator_frames)
+  # Allocator frames go by module and exact entry-point name, never by a
+  # prefix: the program's tc_parse_config, je_worker and nalloc_helper are
+  # its own code, and so is app_leaf under tc_parse_config. Profiled by
+  # every allocator at hand; each profile must read the same.
+  "$CC" -g -O0 -fno-omit-frame-pointer -fno-sanitize=all -o prefix_demo \
+    "$SRC/prefix_demo.c" -ldl || fail "cannot build prefix_demo.c"
+  ran=0
+  for kind in nalloc jemalloc gperftools; do
+    mkdir -p $kind
+    case $kind in
+    nalloc) have "$NALLOC_SO" || continue
+      NALLOC_CONF=prof:true,lg_prof_sample:0 LD_PRELOAD=$NALLOC_SO \
+        ./prefix_demo $kind/p.heap >$kind/log 2>&1 ;;
+    jemalloc) have "$NP_JEMALLOC" || continue
+      MALLOC_CONF=prof:true,lg_prof_sample:0,prof_prefix:$WORK/$kind/je \
+        LD_PRELOAD=$NP_JEMALLOC ./prefix_demo $kind/p.heap >$kind/log 2>&1 ;;
+    gperftools) have "$NP_TCMALLOC" || continue
+      HEAPPROFILE=$WORK/$kind/hp LD_PRELOAD=$NP_TCMALLOC ./prefix_demo x \
+        >$kind/log 2>&1 && mv $kind/hp.0001.heap $kind/p.heap ;;
+    esac
+    [ $? -eq 0 ] && [ -s $kind/p.heap ] || { cat $kind/log >&2; fail "$kind: no profile"; }
+    run $kind/top.txt top $kind/p.heap
+    expect_row $kind/top.txt app_leaf 2048 2048
+    expect_row $kind/top.txt tc_parse_config 0 2048
+    expect_row $kind/top.txt je_worker 4096 4096
+    expect_row $kind/top.txt nalloc_helper 8192 8192
+    expect_row $kind/top.txt api_user 512 512     # je_malloc: an entry point
+    expect_nogrep $kind/top.txt "  je_malloc$"
+    expect_nogrep $kind/top.txt "  malloc$"
+    expect_nogrep $kind/top.txt "  libjemalloc\|  libtcmalloc\|  libnalloc"
+    run $kind/c.txt collapsed $kind/p.heap
+    expect_grep $kind/c.txt ";main;tc_parse_config;app_leaf 2048$"
+    ran=$((ran + 1))
+  done
+  [ $ran -gt 0 ] || skip "no allocator with a heap profiler (nalloc, jemalloc, gperftools)"
+  ;;
+
+diff_order)
+  # diff lists functions by flat change, as pprof -diff_base does; --cum
+  # by cumulative change. OLD is G01 (main;b 6, main;a;b 4, main;a 4), NEW
+  # the same stacks at 11, 7 and 8 bytes: b +8 flat, a +4 flat (+7 cum),
+  # main +0 flat (+12 cum).
+  build_classic
+  { printf 'heap profile: 12: 26 [12: 26] @ heapprofile\n'
+    printf '4: 11 [4: 11] @ 0x562b2d995161 0x562b2d9951fa\n'
+    printf '4: 7 [4: 7] @ 0x562b2d995161 0x562b2d9951ce 0x562b2d9951f0\n'
+    printf '4: 8 [4: 8] @ 0x562b2d9951a9 0x562b2d9951f0\n'
+    sed -n '/^$/,$p' "$DATA/G01_min.heap"; } >new.heap
+  order() { # the function names of the "By function" section, in order
+    awk '/^By function/ { on = 1; getline; next } /^$/ { on = 0 } on { print $NF }' "$1" | tr '\n' ' '
+  }
+  run d.txt diff --exe="$WORK/classic" "$DATA/G01_min.heap" new.heap
+  expect_grep d.txt "by flat change"
+  [ "$(order d.txt)" = "b a main " ] || { cat d.txt >&2; fail "flat order: $(order d.txt)"; }
+  expect_grep d.txt "^ *+8 *+8 *10 *18  b$"
+  expect_grep d.txt "^ *+4 *+7 *8 *15  a$"
+  expect_grep d.txt "^ *+0 *+12 *14 *26  main$"
+  run dc.txt diff --cum --exe="$WORK/classic" "$DATA/G01_min.heap" new.heap
+  expect_grep dc.txt "by cum change"
+  [ "$(order dc.txt)" = "main b a " ] || { cat dc.txt >&2; fail "cum order: $(order dc.txt)"; }
+  # The reverse diff: what shrank most by flat comes last.
+  run dr.txt diff --exe="$WORK/classic" new.heap "$DATA/G01_min.heap"
+  [ "$(order dr.txt)" = "main a b " ] || { cat dr.txt >&2; fail "reverse order: $(order dr.txt)"; }
+  # top --cum: main (cum 26) first; plain top: b (flat 18) first.
+  run t.txt top --exe="$WORK/classic" new.heap
+  [ "$(sed -n 3p t.txt | awk '{print $NF}')" = b ] || fail "top order"
+  run tc.txt top --cum --exe="$WORK/classic" new.heap
+  [ "$(sed -n 3p tc.txt | awk '{print $NF}')" = main ] || fail "top --cum order"
+  ;;
+
 *) fail "unknown case" ;;
 esac
 echo "PASS [$CASE]"

@@ -1,10 +1,13 @@
 /* leaky.c -- the demo program for tools/demo.sh: a toy request handler
  * with a cache that never evicts (the leak), a per-request scratch buffer
  * that is freed (no leak), and a session table that grows with clients.
- * Profiling it should point at cache_put as the stack holding most bytes. */
+ * Profiling it should point at cache_put as the stack holding most bytes.
+ * Usage: demo-leaky [REQUESTS [SECONDS]]; with SECONDS it stays alive that
+ * long after the work, for a live profile (prof_http). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct entry {
   struct entry *next;
@@ -50,5 +53,9 @@ int main(int argc, char **argv) {
     if (i % 100 == 0) session_open(i / 100);
   }
   printf("handled %u requests (%zu key bytes), %zu sessions\n", n, total, nsessions);
+  if (argc > 2) {
+    fflush(stdout);
+    sleep((unsigned)atoi(argv[2]));
+  }
   return 0;
 }

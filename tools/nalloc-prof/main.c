@@ -26,13 +26,15 @@ static void np_usage(FILE *f) {
 "  collapsed   folded stacks 'main;f;g N' for flamegraph tools\n"
 "  flamegraph  an interactive SVG flame graph (write it to a .svg file)\n"
 "  diff        what grew and what shrank from OLD to NEW, by function\n"
-"              and by stack\n"
+"              (sorted by flat change) and by stack\n"
 "  proto       pprof protobuf (gzip'd), symbolized, for go tool pprof\n"
 "\n"
 "counter (one of; default --inuse_space):\n"
 "  --inuse_space  --inuse_objects  --alloc_space  --alloc_objects\n"
 "options:\n"
 "  --lines             key by function and source line, not function\n"
+"  --cum               top, diff: sort functions by cumulative value\n"
+"                      (default: by flat value)\n"
 "  -n, --nodecount=N   print at most N rows (top, stacks, diff; 0 = all)\n"
 "  --thread=N          jemalloc threaded profiles: thread N only\n"
 "  --exe=FILE          the program binary: used for mapped files with the\n"
@@ -54,6 +56,7 @@ enum {
   OPT_NOSYM,
   OPT_KEEP,
   OPT_TITLE,
+  OPT_CUM,
   OPT_VERSION
 };
 
@@ -79,6 +82,7 @@ int main(int argc, char **argv) {
       {"no-symbols", no_argument, 0, OPT_NOSYM},
       {"keep-allocator-frames", no_argument, 0, OPT_KEEP},
       {"title", required_argument, 0, OPT_TITLE},
+      {"cum", no_argument, 0, OPT_CUM},
       {"output", required_argument, 0, 'o'},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, OPT_VERSION},
@@ -126,6 +130,7 @@ int main(int argc, char **argv) {
     case OPT_NOSYM: so.no_symbolize = true; break;
     case OPT_KEEP: vo.keep_allocator_frames = true; break;
     case OPT_TITLE: ro.title = optarg; break;
+    case OPT_CUM: ro.cum = true; break;
     case 'o': outpath = optarg; break;
     case 'h': np_usage(stdout); return 0;
     case OPT_VERSION: printf("nalloc-prof %s\n", NP_VERSION); return 0;

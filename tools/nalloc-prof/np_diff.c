@@ -5,7 +5,11 @@
  * at different addresses, so nothing is matched by address: functions are
  * matched by name (or name and line) and stacks by their folded text.
  * Output: the total change, then per function (flat and cum deltas) and per
- * stack, each sorted by the size of the change, largest growth first. */
+ * stack, largest growth first and largest shrink last. Functions are
+ * sorted by their flat change, as `pprof -diff_base -top` does, so the
+ * functions that allocate the difference come first, not the roots
+ * (main, an interpreter's eval loop) that only call them; --cum sorts
+ * them by cumulative change instead. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +22,23 @@ typedef struct np_drow {
   double fa, fb; /* old, new flat (functions only) */
 } np_drow;
 
+/* Growth first, shrink last: by the change of a/b, then of fa/fb. */
 static int np_cmp_drow(const void *pa, const void *pb) {
   const np_drow *x = pa, *y = pb;
   double dx = x->b - x->a, dy = y->b - y->a;
-  if (dx != dy) return dx < dy ? 1 : -1; /* growth first, shrink last */
+  if (dx != dy) return dx < dy ? 1 : -1;
   double fx = x->fb - x->fa, fy = y->fb - y->fa;
   if (fx != fy) return fx < fy ? 1 : -1;
   return strcmp(x->name, y->name);
+}
+
+/* Functions by flat change first (then cum): np_cmp_drow with the pairs
+ * swapped. */
+static int np_cmp_drow_flat(const void *pa, const void *pb) {
+  const np_drow *x = pa, *y = pb;
+  np_drow sx = {x->name, x->fa, x->fb, x->a, x->b};
+  np_drow sy = {y->name, y->fa, y->fb, y->a, y->b};
+  return np_cmp_drow(&sx, &sy);
 }
 
 /* Joins keys of two tables into rows. */
@@ -61,10 +75,10 @@ int np_report_diff(const np_view *va, const np_view *vb, const np_ropts *o) {
     if (ia != UINT32_MAX) rows[i].a = fa.cum[ia], rows[i].fa = fa.flat[ia];
     if (ib != UINT32_MAX) rows[i].b = fb.cum[ib], rows[i].fb = fb.flat[ib];
   }
-  qsort(rows, n, sizeof *rows, np_cmp_drow);
-  fprintf(o->out, "\nBy %s (new - old):\n%12s %12s %12s %12s  %s\n",
-          o->lines ? "line" : "function", "flat", "cum", "old cum", "new cum",
-          o->lines ? "line" : "function");
+  qsort(rows, n, sizeof *rows, o->cum ? np_cmp_drow : np_cmp_drow_flat);
+  fprintf(o->out, "\nBy %s (new - old, by %s change):\n%12s %12s %12s %12s  %s\n",
+          o->lines ? "line" : "function", o->cum ? "cum" : "flat", "flat",
+          "cum", "old cum", "new cum", o->lines ? "line" : "function");
   long shown = 0;
   for (size_t i = 0; i < n; i++) {
     long long df = np_round(rows[i].fb) - np_round(rows[i].fa);

@@ -10,6 +10,8 @@
 typedef struct np_ropts {
   int counter;       /* enum np_counter: what sorts and sizes things */
   bool lines;        /* key by function and source line */
+  bool cum;          /* top, diff: sort functions by cumulative value
+                        (default: by flat value, as pprof does) */
   long nodecount;    /* rows to print; 0 = all */
   const char *title; /* flamegraph title, NULL for a default */
   FILE *out;

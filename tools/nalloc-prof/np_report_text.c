@@ -80,11 +80,14 @@ void np_stack_folded(const np_view *v, const np_stack *s, bool lines,
 }
 
 static const np_functab *np_sort_tab;
+static bool np_sort_cum;
 static int np_cmp_func(const void *pa, const void *pb) {
   uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
   const np_functab *t = np_sort_tab;
-  if (t->flat[a] != t->flat[b]) return t->flat[a] < t->flat[b] ? 1 : -1;
-  if (t->cum[a] != t->cum[b]) return t->cum[a] < t->cum[b] ? 1 : -1;
+  const double *k1 = np_sort_cum ? t->cum : t->flat;
+  const double *k2 = np_sort_cum ? t->flat : t->cum;
+  if (k1[a] != k1[b]) return k1[a] < k1[b] ? 1 : -1;
+  if (k2[a] != k2[b]) return k2[a] < k2[b] ? 1 : -1;
   return strcmp(np_intern_key(&t->keys, a), np_intern_key(&t->keys, b));
 }
 
@@ -103,6 +106,7 @@ int np_report_top(const np_view *v, const np_ropts *o) {
   uint32_t *idx = np_xmalloc((t.n ? t.n : 1) * sizeof *idx);
   for (size_t i = 0; i < t.n; i++) idx[i] = (uint32_t)i;
   np_sort_tab = &t;
+  np_sort_cum = o->cum;
   qsort(idx, t.n, sizeof *idx, np_cmp_func);
   double sum = 0;
   long shown = 0;

@@ -37,7 +37,7 @@ static uint32_t np_get_loc(np_view *v, np_symbolizer *sym, uint64_t pc) {
   for (size_t i = 0; i < r.n; i++) {
     np_add_frame(v, r.frames[i].func, r.frames[i].file, r.frames[i].line,
                  r.symbolized);
-    if (r.symbolized && np_is_allocator_name(r.frames[i].func))
+    if (r.symbolized && np_is_allocator_frame(r.module, r.frames[i].func))
       l->allocator = true;
   }
   np_symres_free(&r);

@@ -65,8 +65,12 @@ size_t np_view_stack_frames(const np_view *v, const np_stack *s,
 uint32_t np_frame_key(const np_view *v, uint32_t frame, bool lines,
                       np_intern *keys);
 
-/* True if a function name is an allocator entry point that pprof drops. */
+/* Allocator frames (np_allocator_frames.c): a known entry point by exact
+ * name, anything in an allocator library, and malloc/operator new's
+ * internals in libc and libstdc++. `module` is the mapped file's base name
+ * ("" if none), `func` the demangled function name. */
 bool np_is_allocator_name(const char *func);
 bool np_is_allocator_module(const char *module);
+bool np_is_allocator_frame(const char *module, const char *func);
 
 #endif
