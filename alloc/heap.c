@@ -46,6 +46,8 @@ static heap_t *heap_fast(heap_t *h) { return h->lock == NULL ? h : NULL; }
 
 static void heap_put(heap_t *h, span_t *s, uint8_t list) {
   heap_bin_t *b = &h->bins[s->cls];
+  nalloc_assert(s->list == SL_NONE && atomic_load(&s->owner) == h);
+  span_check(s);
   s->list = list;
   list_push(list == SL_AVAIL ? &b->avail : list == SL_FULL ? &b->full : &b->empty, s);
   if (list == SL_EMPTY) b->nempty++;
@@ -54,6 +56,8 @@ static void heap_put(heap_t *h, span_t *s, uint8_t list) {
 
 static void heap_take(heap_t *h, span_t *s) {
   heap_bin_t *b = &h->bins[s->cls];
+  nalloc_assert(s->list == SL_AVAIL || s->list == SL_FULL || s->list == SL_EMPTY);
+  nalloc_assert(s->list != SL_EMPTY || b->nempty > 0);
   if (s->list == SL_EMPTY) b->nempty--;
   list_remove(s->list == SL_AVAIL ? &b->avail : s->list == SL_FULL ? &b->full : &b->empty, s);
   s->list = SL_NONE;
@@ -63,6 +67,7 @@ static void heap_take(heap_t *h, span_t *s) {
  * so that free's fast path never sees it empty: a malloc/free pair on an
  * otherwise idle class stays on the fast path. */
 static void heap_set_cur(heap_t *h, span_t *s) {
+  nalloc_assert(s->list == SL_NONE && h->cur[s->cls] == &span_none);
   s->list = SL_CUR;
   s->used++;
   span_set_fast(s, heap_fast(h));
@@ -70,7 +75,8 @@ static void heap_set_cur(heap_t *h, span_t *s) {
 }
 
 static void heap_clear_cur(heap_t *h, span_t *s) {
-  nalloc_assert(s->list == SL_CUR && s->used > 0);
+  nalloc_assert(s->list == SL_CUR && s->used > 0 && h->cur[s->cls] == s);
+  span_check(s);
   h->cur[s->cls] = &span_none;
   s->list = SL_NONE;
   s->used--;

@@ -58,6 +58,7 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool zero) {
 
 void large_free(span_t *s) {
   arena_t *a = arena_get(s->arena);
+  nalloc_assert(s->kind == SPAN_LARGE && pagemap_get((void *)s->start) == s);
   if (a->broken) return; /* fork child: its page heap may be mid-update */
   pages_t pg = {s->start, s->npages, s->chunk_lo, s->chunk_hi, false};
   nlock_lock(&a->heap_lock);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "entry.h"
+#include "exports.h"
 #include "log.h"
 
 typedef void (*new_handler_t)(void);

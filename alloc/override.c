@@ -2,8 +2,11 @@
  * glibc allocation API, glibc's internal __libc_* names (called by
  * libraries that want "the real malloc"), and mallinfo/mallopt. Only
  * libnalloc.so / libnalloc.a contain this file; libnalloc_np does not. */
+#define _GNU_SOURCE /* stdlib.h: posix_memalign, aligned_alloc, valloc */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "exports.h"
 #define NAME(x) x
 #include "api_impl.h"
 #include "stats.h"

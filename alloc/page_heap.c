@@ -40,6 +40,8 @@ static unsigned run_bin(size_t np) {
 
 static void run_insert(arena_t *a, span_t *r) {
   unsigned b = run_bin(r->npages);
+  nalloc_assert(r->npages > 0 && r->start >= r->chunk_lo &&
+                r->start + r->npages * PAGE <= r->chunk_hi);
   r->kind = SPAN_FREE;
   r->prev = NULL;
   if (r->dirty || a->runs[b] == NULL) { /* dirty first: reuse warm pages */
@@ -127,6 +129,8 @@ static bool run_rest(arena_t *a, const span_t *like, uintptr_t start, size_t np)
  * side goes back as free runs. */
 static bool run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np,
                       pages_t *out) {
+  nalloc_assert(r->kind == SPAN_FREE && start >= r->start &&
+                start + np * PAGE <= r->start + r->npages * PAGE);
   size_t lead = (start - r->start) / PAGE, trail = r->npages - lead - np;
   run_remove(a, r);
   if (!run_rest(a, r, r->start, lead) ||

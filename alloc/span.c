@@ -121,7 +121,8 @@ span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
 
 void span_destroy(span_t *s) {
   arena_t *a = arena_get(s->arena);
-  nalloc_assert(s->used == 0);
+  span_check(s);
+  nalloc_assert(s->used == 0 && s->list != SL_CUR);
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_relaxed);
   if (ps) base_free(ps, sizeof(sample_slot_t) * s->nslots);
   atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
@@ -136,6 +137,27 @@ void span_destroy(span_t *s) {
   rec_delete(a, s);
   pheap_free(a, &pg);
   nlock_unlock(&a->heap_lock);
+}
+
+void span_check(span_t *s) {
+  if (!NALLOC_DEBUG_ON) return;
+  nalloc_assert(s->kind == SPAN_SMALL && s->nslots <= SPAN_MAX_SLOTS);
+  nalloc_assert(s->nwords == (s->nslots + 63) / 64 && s->cursor < s->nwords);
+  uint32_t free_slots = 0, pending = 0;
+  for (unsigned w = 0; w < s->nwords; w++) {
+    uint64_t f = load_rlx(&s->bits[w]), r = load_rlx(&span_rbits(s)[w]);
+    nalloc_assert((f & r) == 0); /* a slot is free in one bitmap at most */
+    if (w + 1u == s->nwords && s->nslots % 64)
+      nalloc_assert(((f | r) >> (s->nslots % 64)) == 0); /* no slot past the end */
+    free_slots += (uint32_t)__builtin_popcountll(f);
+    pending += (uint32_t)__builtin_popcountll(r);
+  }
+  (void)free_slots;
+  (void)pending;
+  nalloc_assert(free_slots + s->used == (uint32_t)s->nslots + (s->list == SL_CUR));
+  nalloc_assert(pending <= s->used);
+  nalloc_assert(pagemap_get((void *)s->start) == s);
+  nalloc_assert(pagemap_get((void *)(span_end(s) - 1)) == s);
 }
 
 uint32_t span_collect(span_t *s) {

@@ -115,6 +115,10 @@ void span_dequeued(span_t *s);
 void span_orphan(span_t *s, bool alone);
 /* A new owner (adoption): h, with frees fast unless a slot is sampled. */
 void span_adopt(span_t *s, struct heap_s *h);
+/* Debug build: the bitmaps and the count agree (free + remote-pending +
+ * used = slots, the current span's phantom allocation included), and s is
+ * what the page map says for its pages. Owner only. */
+void span_check(span_t *s);
 /* owner_fast for owner h: h unless a slot of s was ever sampled. */
 static inline void span_set_fast(span_t *s, struct heap_s *h) {
   store_rlx(&s->owner_fast,

@@ -57,8 +57,8 @@ bool np_maps_parse_line(const char *s, size_t n, np_mapping *m) {
   size_t t2 = np_skip_ws(s, n, t1e), t2e = np_token_end(s, n, t2);
   size_t t3 = np_skip_ws(s, n, t2e), t3e = np_token_end(s, n, t3);
   bool inode = t3e > t3;
-  for (size_t k = t3; k < t3e; k++)
-    if (!isdigit((unsigned char)s[k])) inode = false;
+  for (size_t j = t3; j < t3e; j++)
+    if (!isdigit((unsigned char)s[j])) inode = false;
   bool full = t1e > t1 && np_hex(s + t1, t1e - t1, &off) == t1e - t1 &&
               t2e > t2 && memchr(s + t2, ':', t2e - t2) && inode;
   if (full) {
