@@ -35,8 +35,8 @@ run() { # name, cmake args..., then -- ctest args...
 run release -DNALLOC_BUILD_BENCH=ON -DNALLOC_BUILD_TOOLS=ON --
 if [ "${1:-}" != "--quick" ]; then
   run debug -DNALLOC_DEBUG=ON -DNALLOC_BUILD_BENCH=OFF -- -LE "bench"
-  run ubsan -DNALLOC_SANITIZE=undefined -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -LE "bench|slow"
-  run asan -DNALLOC_SANITIZE=address -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L "alloc|threads|prof"
+  run ubsan -DNALLOC_SANITIZE=undefined -DNALLOC_BUILD_BENCH=OFF -- -LE "bench|slow"
+  run asan -DNALLOC_SANITIZE=address -DNALLOC_BUILD_BENCH=OFF -- -L "alloc|threads|prof|tools"
   run tsan -DNALLOC_SANITIZE=thread -DNALLOC_BUILD_BENCH=OFF -DNALLOC_BUILD_TOOLS=OFF -- -L threads
 fi
 exit $status
