@@ -86,6 +86,19 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
   if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
     tctx = prof_sample(tsd, charge, caller,
                        frame ? frame : __builtin_frame_address(0), &own_page);
+  if (tctx != NULL && !own_page && size <= SC_SMALL_MAX && align <= 16) {
+    /* exact mode's common case: the slot's index is known, no lookup */
+    span_t *s = tsd->heap->cur[sc_index(size)];
+    uint64_t b = span_peek(s);
+    if (likely(b != 0)) {
+      uint32_t i = s->cursor * 64 + (uint32_t)ctz64(b);
+      void *p = span_take(s, b);
+      if (zero) memset(p, 0, size);
+      if (unlikely(!sample_record_slot(s, i, tctx, charge)))
+        prof_sample_cancel(tsd, tctx, charge);
+      return p;
+    }
+  }
   void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
     if (p == NULL || !sample_record(pagemap_get(p), p, tctx, charge))
@@ -96,8 +109,10 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
 
 /* `size` bytes, of which the program asked for `charge`: the sample
  * countdown and the profile see `charge`. */
-static void *malloc_charged(size_t charge, size_t size, size_t align, bool zero,
-                            const void *caller, const void *frame) {
+static NALLOC_ALWAYS_INLINE void *malloc_charged(size_t charge, size_t size,
+                                                 size_t align, bool zero,
+                                                 const void *caller,
+                                                 const void *frame) {
   tsd_t *tsd = tsd_get();
   if (caller == NULL) caller = ((void *const *)frame)[1]; /* its return address */
   if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);

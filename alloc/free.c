@@ -72,7 +72,21 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn) {
     free_slow(p, fn);
     return;
   }
-  if (atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL) sample_release(s, p);
+  if (atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL) {
+    sample_release_slot(s, i);
+    /* exact mode's common case: the thread's own span, not full */
+    heap_t *me = tsd_get()->heap;
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me &&
+        me != &heap_none && s->list != SL_FULL) {
+      int r = span_push(s, i);
+      if (likely(r == PUSH_OK)) return;
+      if (r == PUSH_EMPTY) {
+        heap_span_empty(me, s);
+        return;
+      }
+      double_free(fn, p);
+    }
+  }
   if (!free_small(s, i)) double_free(fn, p);
 }
 

@@ -10,9 +10,20 @@
 /* p (just allocated) was sampled: remember (tctx, size). False when no
  * metadata memory could be had (the sample is then not recorded). */
 bool sample_record(span_t *s, void *p, void *tctx, size_t size);
+/* The same for slot i of small span s; inline while the span already has
+ * its records (exact mode: every span but for its first sample). */
+bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size);
+static inline bool sample_record_slot(span_t *s, uint32_t i, void *tctx, size_t size) {
+  sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
+  if (unlikely(ps == NULL)) return sample_record_first(s, i, tctx, size);
+  store_rlx((_Atomic(sample_slot_t) *)&ps[i], (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx);
+  return true;
+}
 /* If p was sampled, forgets it and tells the profiler it is gone. Called
  * by the freeing thread, before the slot is freed. */
 void sample_release(span_t *s, void *p);
+/* The same for slot i of small span s. */
+void sample_release_slot(span_t *s, uint32_t i);
 /* Whether p's record holds a sample. */
 bool sample_taken(span_t *s, const void *p);
 
