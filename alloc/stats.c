@@ -46,7 +46,7 @@ void stats_collect(stats_t *st) {
     unsigned n = numa_node_of_arena(i);
     if (n < STATS_MAX_NODES) st->node[n].narenas++;
   }
-  st->metadata = base_stats_mapped();
+  st->metadata = base_stats_mapped() + prof_stats_mapped();
   st->mapped += st->metadata;
   st->resident = st->active + st->dirty + st->metadata;
 }
