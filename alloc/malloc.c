@@ -309,6 +309,16 @@ size_t entry_usable_size(void *p) {
   return span_usable(span_checked("malloc_usable_size", p, NULL));
 }
 
+/* Charges a realloc that may stay in place to the sampling countdown:
+ * false (nothing charged) when the request is to be sampled. */
+static bool realloc_charge(size_t size) {
+  tsd_t *tsd = tsd_get();
+  int64_t charge = size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
+  if (tsd->prof_countdown - charge < 0) return false;
+  tsd->prof_countdown -= charge;
+  return true;
+}
+
 void *entry_realloc(void *p, size_t size, const void *caller) {
   if (p == NULL) return entry_alloc(size, false, caller);
   if (size == 0) {
@@ -317,9 +327,12 @@ void *entry_realloc(void *p, size_t size, const void *caller) {
   }
   span_t *s = span_checked("realloc", p, NULL);
   size_t old = span_usable(s);
-  /* A sampled object always moves, so the profile charges the new size
-   * to the realloc caller's stack. */
-  if (!prof_slot_sampled(s, p)) {
+  /* A realloc is an allocation of `size` for the sampling countdown,
+   * whether or not the block moves (else a block that grows in place is
+   * never sampled). A sampled request, like a sampled object (whose record
+   * must go to the realloc caller's stack), takes the moving path, where
+   * malloc_slow charges the countdown itself. */
+  if (!prof_slot_sampled(s, p) && realloc_charge(size)) {
     if (s->kind == SPAN_SMALL && size <= SC_SMALL_MAX && sc_index(size) == s->cls)
       return p;
     if (s->kind == SPAN_LARGE && size > SC_SMALL_MAX && size <= MAX_REQUEST &&

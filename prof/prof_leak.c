@@ -61,17 +61,17 @@ static bool join(char *out, const char *dir, size_t dlen, const char *rest) {
   return true;
 }
 
-/* Finds nalloc-prof (see the header); false: not found or not wanted. */
-static bool find_tool(char *out) {
+/* Finds nalloc-prof (see the header). NULL: found; else why not. */
+static const char *find_tool(char *out) {
+  if (getauxval(AT_SECURE)) return "not run in a setuid program";
   const char *env = getenv("NALLOC_PROF_TOOL");
   if (env != NULL) {
-    if (env[0] == 0) return false;
+    if (env[0] == 0) return "not run: NALLOC_PROF_TOOL is empty";
     if (strlen(env) < PATH_CAP && executable(env)) {
       memcpy(out, env, strlen(env) + 1);
-      return true;
+      return NULL;
     }
-    nalloc_log("prof_leak: NALLOC_PROF_TOOL=%s is not an executable file", env);
-    return false;
+    return "not run: NALLOC_PROF_TOOL is not an executable file";
   }
   Dl_info di;
   if (dladdr((void *)find_tool, &di) && di.dli_fname != NULL) {
@@ -80,17 +80,18 @@ static bool find_tool(char *out) {
       size_t dl = (size_t)(slash - di.dli_fname);
       static const char *const rel[] = {"../bin/" TOOL, TOOL, "tools/" TOOL};
       for (size_t i = 0; i < sizeof rel / sizeof *rel; i++)
-        if (join(out, di.dli_fname, dl, rel[i]) && executable(out)) return true;
+        if (join(out, di.dli_fname, dl, rel[i]) && executable(out)) return NULL;
     }
   }
   const char *path = getenv("PATH");
   while (path != NULL && *path) {
     const char *end = strchr(path, ':');
     size_t n = end ? (size_t)(end - path) : strlen(path);
-    if (n > 0 && join(out, path, n, TOOL) && executable(out)) return true;
+    if (n > 0 && join(out, path, n, TOOL) && executable(out)) return NULL;
     path = end ? end + 1 : NULL;
   }
-  return false;
+  return "not found next to the library or on PATH (NALLOC_PROF_TOOL=path "
+         "names it)";
 }
 
 /* The environment minus LD_PRELOAD and NALLOC_CONF, in profiler memory. */
@@ -183,16 +184,16 @@ void prof_leak_report(const prof_leak_t *l, const char *path) {
              l->lg == 0 ? "exact" : "sampled estimate", l->lg);
   if (l->stacks == 0) return;
   static char tool[PATH_CAP]; /* at exit, one thread: no lock needed */
-  bool found = !getauxval(AT_SECURE) && find_tool(tool);
   if (path == NULL) { /* no file to read: the addresses are all we have */
     fallback(l);
     return;
   }
-  if (!found || !run_tool(tool, path)) {
+  const char *why = find_tool(tool);
+  if (why == NULL && !run_tool(tool, path)) why = "could not be started";
+  if (why != NULL) {
     fallback(l);
     nalloc_log("Full profile: %s; symbolized with: " TOOL " stacks %s "
-               "(" TOOL " not found: set NALLOC_PROF_TOOL or PATH)",
-               path, path);
+               "(" TOOL " %s)", path, path, why);
     return;
   }
   nalloc_log("Full profile: %s; read it with: %s top %s", path, tool, path);
