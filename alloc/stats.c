@@ -79,6 +79,7 @@ void entry_stats_print(void) {
   nalloc_log("arenas=%u numa_nodes=%u arenas_per_node=%u tcache=%s prof=%s",
           arenas_count, numa_nnodes, numa_per_node, opt_tcache ? "true" : "false",
           opt_prof ? "true" : "false");
+  if (opt_prof) prof_stats_print();
   for (unsigned i = 0; i < ARENAS_MAX; i++) {
     arena_stats_t *as = &st->arena[i];
     if (as->mapped == 0 && as->nmalloc == 0) continue;

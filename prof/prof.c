@@ -168,10 +168,10 @@ NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (unlikely(t->lg != 0 || (slow & ~(unsigned)PROF_SLOW_PEAK) != 0))
     return sample_slow(tsd, td, t, size, own_page);
-  if (slow) prof_peak_cow(t);
+  if (unlikely(slow)) prof_peak_cow(t);
   OWN_ADD(t->alloc[C_OBJS], 1);
   OWN_ADD(t->alloc[C_BYTES], size);
-  if (slow) {
+  if (unlikely(slow)) {
     td->pk_d += (int64_t)size;
     if (unlikely(td->pk_d > td->pk_hi)) prof_peak_rise(td);
   }
@@ -214,8 +214,7 @@ static void free_peak(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
  * When the owner is gone its own counters are frozen, so we can tell that
  * this free empties the tctx and ask for a sweep. */
 static void free_remote(prof_tctx_t *t, const uint64_t v[C_N]) {
-  prof_trec_t *o = atomic_load_explicit(&t->owner, memory_order_acquire);
-  bool dead = atomic_load_explicit(&o->detached, memory_order_acquire);
+  bool dead = atomic_load_explicit(&t->dead, memory_order_acquire);
   uint64_t lim = 0;
   if (dead)
     lim = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed) -
@@ -243,6 +242,17 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
   free_remote(t, v);
 }
 
+/* The owner's free in exact mode with the peak profile kept, when it
+ * leaves a peak or copies t (pk_d already counts it): out of line, so
+ * that prof_sample_free needs no stack frame. */
+static NALLOC_NOINLINE void free_own_peak(prof_tdata_t *td, prof_tctx_t *t,
+                                          size_t size) {
+  if (td->pk_d < td->pk_lo) prof_peak_fall(td, (int64_t)size);
+  prof_peak_cow(t);
+  OWN_ADD(t->freed[C_BYTES], size);
+  OWN_ADD(t->freed[C_OBJS], 1);
+}
+
 void prof_sample_free(void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
   tsd_t *tsd = tsd_get();
@@ -251,10 +261,15 @@ void prof_sample_free(void *tctx, size_t size) {
   if (likely(atomic_load_explicit(&t->owner, memory_order_relaxed) ==
                  (prof_trec_t *)td &&
              t->lg == 0 && (slow & ~(unsigned)PROF_SLOW_PEAK) == 0)) {
-    if (slow) {
+    if (unlikely(slow)) { /* the peak profile: only tail calls here */
       td->pk_d -= (int64_t)size;
-      if (unlikely(td->pk_d < td->pk_lo)) prof_peak_fall(td, (int64_t)size);
-      prof_peak_cow(t);
+      if (unlikely(td->pk_d < td->pk_lo ||
+                   atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
+                       atomic_load_explicit(&prof_pk_epoch,
+                                            memory_order_relaxed))) {
+        free_own_peak(td, t, size);
+        return;
+      }
     }
     OWN_ADD(t->freed[C_BYTES], size);
     OWN_ADD(t->freed[C_OBJS], 1);
@@ -264,6 +279,16 @@ void prof_sample_free(void *tctx, size_t size) {
 }
 
 size_t prof_stats_mapped(void) { return prof_mem_mapped(); }
+
+void prof_stats_print(void) {
+  nalloc_log("prof: mapped=%zu gctx=%zu (%zu stacks) tctx=%zu (%zu) "
+             "tdata=%zu (%zu threads) tables=%zu",
+             prof_mem_mapped(), prof_mem_used(PM_GCTX),
+             atomic_load(&prof_ngctx_total), prof_mem_used(PM_TCTX),
+             atomic_load(&prof_ntctx_total),
+             prof_mem_used(PM_TDATA) + prof_mem_used(PM_TREC),
+             atomic_load(&prof_ntdata_total), prof_mem_used(PM_TAB));
+}
 
 void prof_thread_exit(tsd_t *tsd) {
   if (!opt_prof) return;

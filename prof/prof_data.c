@@ -375,8 +375,7 @@ static void list_unlink(prof_trec_t **head, prof_trec_t *r) {
   r->next = r->prev = NULL;
 }
 
-/* The tctx counts at most this many objects live: the dead-list trigger
- * (prof_dead_zeroed) needs it frozen, which it is once the owner is gone. */
+/* Nothing of t is live, and the peak profile does not need it. */
 static bool tctx_idle(prof_tctx_t *t) {
   return tctx_live(t) == 0 && !prof_peak_held(t);
 }
@@ -426,18 +425,22 @@ static void tdata_retire_locked(prof_tdata_t *td) {
                                                memory_order_relaxed),
                           memory_order_relaxed);
     atomic_store_explicit(&r->ntctx, left, memory_order_relaxed);
-    /* A remote free that reads the new owner (or the old: neither is any
-     * running thread's tdata) goes the remote way, and sees `detached`
-     * set on this record before it reads the frozen counters. */
+    /* A free that reads the new owner or the old one goes the remote
+     * way: neither is any running thread's tdata. */
     atomic_store_explicit(&r->detached, true, memory_order_release);
-    for (prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_relaxed);
-         t; t = t->next)
-      atomic_store_explicit(&t->owner, r, memory_order_release);
   } else if (left > 0) { /* no memory for a record: keep the whole tdata */
     r = &td->rec;
     atomic_store_explicit(&r->detached, true, memory_order_release);
     td = NULL;
   }
+  /* A remote free reads `dead` (never the owner record, which may be
+   * freed under it) before it trusts the frozen counters. */
+  if (r != NULL)
+    for (prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_relaxed);
+         t; t = t->next) {
+      atomic_store_explicit(&t->owner, r, memory_order_release);
+      atomic_store_explicit(&t->dead, true, memory_order_release);
+    }
   if (r != NULL) {
     list_link(&prof_dead, r);
     dead_ntctx += left;

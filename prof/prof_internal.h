@@ -186,6 +186,8 @@ typedef struct prof_tctx_s {
   uint64_t hash;            /* of (stack, bucket): the owner's table */
   unsigned lg;              /* sample rate its counters were made with */
   uint8_t bkt;              /* size bucket (0 in exact mode) */
+  _Atomic bool dead;        /* its thread has exited: alloc and freed are
+                               frozen (set with release) */
   _Atomic uint64_t pk_epoch; /* pk[] holds the live counts at this peak */
   uint64_t dumped;          /* alloc[C_OBJS] when the last dump found
                                nothing live; UINT64_MAX: it did not */
