@@ -21,12 +21,16 @@
  * (~4.5 KB) and tables, the gctxs, and one spare 64 KiB slab per size
  * class (at most ~10 classes in use) add ~1 MB. MID_MAX = 4 MiB leaves
  * room for slab fragmentation; END_MAX = 1.5 MiB is the spare slabs and
- * the main thread's records. Argument: N (default 20000). */
+ * the main thread's records. Arguments: N (default 20000) and RING
+ * (default 2048); the sanitizer builds run 1000 threads and a ring of 128
+ * (starting a thread costs them ~15 ms: the unwinder reads
+ * /proc/self/maps for the new thread's stack bounds). */
 #include "prof_check.h"
 
 #include <pthread.h>
 
-#define RING 2048
+static int RING = 2048;
+#define RING_MAX 2048
 #define KT 4
 #define BATCH 4
 #define TEMP_SIZE 100
@@ -35,7 +39,7 @@
 #define END_MAX ((size_t)3 << 19)
 #define META_MAX ((size_t)8 << 20)
 
-static void *ring[RING];
+static void *ring[RING_MAX];
 static long nmade;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -111,6 +115,8 @@ static void run_threads(long n) {
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 20000;
+  if (argc > 2) RING = atoi(argv[2]);
+  CHECK(RING > 0 && RING <= RING_MAX);
   n -= n % (2 * BATCH);
   CHECK(n >= 2 * RING);
   run_threads(n / 2);
@@ -120,7 +126,7 @@ int main(int argc, char **argv) {
          "%zu tctxs, metadata %zu B\n", n / 2, mid, nthr,
          get_size("prof.stats.ntctx"), metadata());
   check_dump("mid", n / 2, RING);
-  CHECK(nthr <= 2 * RING + BATCH + 65); /* amortized sweeps: see below */
+  CHECK(nthr <= 2 * (size_t)RING + BATCH + 65); /* amortized sweeps: see above */
   CHECK(mid <= MID_MAX);
 
   run_threads(n / 2);
