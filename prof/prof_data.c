@@ -47,13 +47,74 @@ static inline uint64_t bkt_mix(unsigned bkt) {
 
 static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
   if (g->nframes != n) return false;
-  for (unsigned i = 0; i < n; i++)
+  unsigned k = n < PROF_LEAF ? n : PROF_LEAF;
+  for (unsigned i = 0; i < k; i++)
     if (g->pcs[i] != pcs[i]) return false;
+  for (unsigned i = k; i < n; i++)
+    if (g->tail->pcs[i - k] != pcs[i]) return false;
   return true;
 }
 
 static size_t gctx_size(unsigned n) {
-  return sizeof(prof_gctx_t) + n * sizeof(void *);
+  return sizeof(prof_gctx_t) + (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *);
+}
+
+/* ---- interned tails (prof_gctx_lock) ------------------------------------ */
+
+static prof_tail_t **tail_tab;
+static size_t tail_cap, tail_n;
+
+static size_t tail_size(unsigned n) {
+  return sizeof(prof_tail_t) + n * sizeof(void *);
+}
+
+static void tail_tab_grow(void) {
+  size_t ncap = tail_cap ? tail_cap * 2 : 256;
+  prof_tail_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+  if (nt == NULL) return; /* longer chains */
+  for (size_t i = 0; i < tail_cap; i++)
+    for (prof_tail_t *t = tail_tab[i], *nx; t; t = nx) {
+      nx = t->next_hash;
+      t->next_hash = nt[t->hash & (ncap - 1)];
+      nt[t->hash & (ncap - 1)] = t;
+    }
+  prof_mem_free(tail_tab, tail_cap * sizeof *tail_tab, PM_TAB);
+  tail_tab = nt;
+  tail_cap = ncap;
+}
+
+/* The shared tail with these frames, one more reference (NULL: out of
+ * memory). */
+static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
+  uint64_t h = bt_hash(pcs, n);
+  if (tail_n >= tail_cap) tail_tab_grow();
+  if (tail_tab == NULL) return NULL;
+  prof_tail_t **head = &tail_tab[h & (tail_cap - 1)];
+  for (prof_tail_t *t = *head; t; t = t->next_hash)
+    if (t->hash == h && t->n == n &&
+        memcmp(t->pcs, pcs, n * sizeof(void *)) == 0) {
+      t->nref++;
+      return t;
+    }
+  prof_tail_t *t = prof_mem_alloc(tail_size(n), PM_GCTX);
+  if (t == NULL) return NULL;
+  t->hash = h;
+  t->n = n;
+  t->nref = 1;
+  memcpy(t->pcs, pcs, n * sizeof(void *));
+  t->next_hash = *head;
+  *head = t;
+  tail_n++;
+  return t;
+}
+
+static void tail_put(prof_tail_t *t) {
+  if (t == NULL || --t->nref > 0) return;
+  prof_tail_t **pp = &tail_tab[t->hash & (tail_cap - 1)];
+  while (*pp != t) pp = &(*pp)->next_hash;
+  *pp = t->next_hash;
+  tail_n--;
+  prof_mem_free(t, tail_size(t->n), PM_GCTX);
 }
 
 /* ---- gctx --------------------------------------------------------------- */
@@ -91,6 +152,12 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   }
   if (gctx_n >= gctx_cap) gctx_tab_grow();
   prof_gctx_t *g = gctx_tab ? prof_mem_alloc(gctx_size(n), PM_GCTX) : NULL;
+  prof_tail_t *tail = NULL;
+  if (g != NULL && n > PROF_LEAF &&
+      (tail = tail_get(pcs + PROF_LEAF, n - PROF_LEAF)) == NULL) {
+    prof_mem_free(g, gctx_size(n), PM_GCTX);
+    g = NULL;
+  }
   if (g == NULL) {
     nlock_unlock(&prof_gctx_lock);
     return NULL;
@@ -99,7 +166,8 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   g->hash = h;
   g->nframes = n;
   g->nref = 1;
-  memcpy(g->pcs, pcs, n * sizeof(void *));
+  g->tail = tail;
+  memcpy(g->pcs, pcs, (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *));
   g->next_hash = gctx_tab[h & (gctx_cap - 1)];
   gctx_tab[h & (gctx_cap - 1)] = g;
   gctx_n++;
@@ -147,6 +215,7 @@ void prof_gctx_reap_locked(void) {
       else atomic_store_explicit(&prof_gctx_all, nx, memory_order_release);
       gctx_hash_del(g);
       ret_free_all(g);
+      tail_put(g->tail);
       prof_mem_free(g, gctx_size(g->nframes), PM_GCTX);
       atomic_fetch_sub_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
     } else {

@@ -325,7 +325,7 @@ static void wr_stack(const prof_gctx_t *g) {
   wr_str("@");
   for (unsigned i = 0; i < g->nframes; i++) {
     wr_str(" ");
-    wr_hex((uint64_t)(uintptr_t)g->pcs[i]);
+    wr_hex((uint64_t)(uintptr_t)prof_gctx_pc(g, i));
   }
 }
 
