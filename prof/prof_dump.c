@@ -215,10 +215,10 @@ static void snap_trec(snap_t *s, prof_trec_t *r, const prof_peak_view_t *pv) {
  * counts the previous dump wrote is left out: nothing happened to it since,
  * and it is freed after this dump (prof_gctx_reap_locked). */
 static void snap_ret(snap_t *s) {
+  nlock_lock(&prof_gctx_lock); /* for nref */
   for (prof_gctx_t *g = atomic_load_explicit(&prof_gctx_all,
                                              memory_order_acquire);
        g; g = g->next_all) {
-    /* nref is read without prof_gctx_lock: the reaper checks again */
     g->idle = !g->ret_new && g->nref == 0;
     if (g->idle) continue;
     g->ret_new = false;
@@ -228,6 +228,7 @@ static void snap_ret(snap_t *s) {
       if (x.acc.v[C_OBJS]) s->recs[s->nrec++] = x;
     }
   }
+  nlock_unlock(&prof_gctx_lock);
 }
 
 static bool snap_take(snap_t *s, bool peak) {
