@@ -13,6 +13,8 @@ nlock_t prof_tdatas_lock = NLOCK_INITIALIZER;
 nlock_t prof_gctx_lock = NLOCK_INITIALIZER;
 
 prof_trec_t *prof_tdatas, *prof_dead;
+prof_trec_t prof_orphans = {.uid = UINT64_MAX};
+_Atomic unsigned prof_reset_gen;
 _Atomic(prof_gctx_t *) prof_gctx_all;
 _Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total,
     prof_nret_total;
@@ -362,6 +364,7 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
     return NULL;
   }
   atomic_store_explicit(&t->owner, &td->rec, memory_order_relaxed);
+  t->gen = (uint16_t)atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
   t->gctx = g;
   t->hash = h;
   t->lg = td->lg;
@@ -449,8 +452,14 @@ static bool tctx_idle(prof_tctx_t *t) {
   return tctx_live(t) == 0 && !prof_peak_held(t);
 }
 
+/* Made before the last prof.reset (whose counts were forgotten)? */
+static bool tctx_expired(const prof_tctx_t *t) {
+  return t->gen != (uint16_t)atomic_load_explicit(&prof_reset_gen,
+                                                  memory_order_relaxed);
+}
+
 /* Frees r's idle tctxs (all of them: `all`), folding their counts unless
- * r expired. Returns how many remain. */
+ * they expired. Returns how many remain. */
 static size_t trec_prune(prof_trec_t *r, bool all) {
   bool fold = !atomic_load_explicit(&r->expired, memory_order_relaxed);
   size_t left = 0;
@@ -459,7 +468,7 @@ static size_t trec_prune(prof_trec_t *r, bool all) {
   while (t) {
     prof_tctx_t *nx = t->next;
     if (all || tctx_idle(t)) {
-      tctx_free(t, fold);
+      tctx_free(t, fold && !tctx_expired(t));
     } else {
       *tail = t;
       tail = &t->next;
@@ -528,9 +537,35 @@ static void trec_free(prof_trec_t *r) {
     prof_mem_free(r, sizeof *r, PM_TREC);
 }
 
+/* Its thread row has been in a dump: what remains of the thread are its
+ * tctxs, which the orphans' record keeps from now on. Their owner changes
+ * under concurrent frees, which only compare it (neither record is any
+ * running thread's tdata). */
+void prof_dead_orphan_locked(prof_trec_t *r) {
+  prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_relaxed);
+  if (t == NULL) return;
+  prof_tctx_t *last = NULL;
+  size_t n = 0;
+  for (; t; t = t->next) {
+    atomic_store_explicit(&t->owner, &prof_orphans, memory_order_relaxed);
+    last = t;
+    n++;
+  }
+  last->next = atomic_load_explicit(&prof_orphans.tctxs, memory_order_relaxed);
+  atomic_store_explicit(&prof_orphans.tctxs,
+                        atomic_load_explicit(&r->tctxs, memory_order_relaxed),
+                        memory_order_release);
+  atomic_fetch_add_explicit(&prof_orphans.ntctx, n, memory_order_relaxed);
+  atomic_store_explicit(&r->tctxs, NULL, memory_order_relaxed);
+  atomic_store_explicit(&r->ntctx, 0, memory_order_relaxed);
+  list_unlink(&prof_dead, r);
+  trec_free(r);
+  atomic_fetch_sub_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
+}
+
 void prof_dead_sweep_locked(void) {
   prof_trec_t *r = prof_dead;
-  size_t n = 0;
+  size_t n = trec_prune(&prof_orphans, false);
   while (r) {
     prof_trec_t *nx = r->next;
     size_t left = trec_prune(r, false);
@@ -670,6 +705,7 @@ void prof_reset(unsigned lg) {
   nlock_lock(&prof_dump_lock);
   nlock_lock(&prof_tdatas_lock);
   atomic_store_explicit(&prof_lg_sample, lg, memory_order_relaxed);
+  atomic_fetch_add_explicit(&prof_reset_gen, 1, memory_order_relaxed);
   for (prof_trec_t *r = prof_tdatas; r; r = r->next) {
     atomic_store_explicit(&r->expired, true, memory_order_relaxed);
     atomic_fetch_or_explicit(&((prof_tdata_t *)r)->attn, PROF_ATTN_EXPIRED,

@@ -180,17 +180,22 @@ static void snap_free(snap_t *s) {
   s->thr = NULL;
 }
 
-/* One thread record's rows. A normal dump notes in each tctx that it saw
- * it idle (nothing live): if nothing is allocated from it until its owner
- * next samples, the owner reclaims it, and the next dump no longer shows
- * it (prof_internal.h). */
+/* One thread record's rows (the orphans' record has no thread row, and
+ * may hold tctxs from before a prof.reset, left out). A normal dump notes
+ * in each tctx that it saw it idle (nothing live): if nothing is allocated
+ * from it until its owner next samples, the owner reclaims it, and the
+ * next dump no longer shows it (prof_internal.h). */
 static void snap_trec(snap_t *s, prof_trec_t *r, const prof_peak_view_t *pv) {
-  thr_t *th = &s->thr[s->nthr++];
+  thr_t scratch, *th = &scratch;
+  if (r != &prof_orphans) th = &s->thr[s->nthr++];
+  memset(th, 0, sizeof *th);
   th->uid = r->uid;
   memcpy(th->name, r->name, sizeof th->name);
+  unsigned gen = atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
   for (prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_acquire);
        t; t = t->next) {
     prof_cnt_t cur, acc;
+    if (t->gen != (uint16_t)gen) continue;
     if (s->peak) {
       prof_peak_read(pv, t, &cur);
       acc = cur;
@@ -262,8 +267,17 @@ static bool snap_take(snap_t *s, bool peak) {
   for (prof_trec_t *r = prof_dead; r; r = r->next)
     if (!atomic_load_explicit(&r->expired, memory_order_relaxed))
       snap_trec(s, r, &pv);
+  snap_trec(s, &prof_orphans, &pv);
   if (!peak) {
     snap_ret(s);
+    /* exited threads, now shown: keep their tctxs, not their records */
+    prof_trec_t *r = prof_dead;
+    while (r) {
+      prof_trec_t *nx = r->next;
+      if (!atomic_load_explicit(&r->expired, memory_order_relaxed))
+        prof_dead_orphan_locked(r);
+      r = nx;
+    }
     prof_dead_sweep_locked();
   }
   nlock_unlock(&prof_tdatas_lock);

@@ -25,7 +25,9 @@
  *         its tdata while the thread lives; when the thread exits with
  *         tctxs that still count live objects, they move to a small
  *         standalone trec on the dead list (the 4 KB tdata is freed at
- *         once). A standalone trec is freed with its last tctx.
+ *         once). A standalone trec is freed with its last tctx, or once a
+ *         dump has shown it: its tctxs then move to prof_orphans, the one
+ *         record of exited threads' objects, which has no thread row.
  *   tdata one per thread (and per thread after each prof.reset), owner
  *         use only except the trec inside it. Its (stack, bucket) -> tctx
  *         hash, its walk cache (prof_bt.c) and `last` are private to the
@@ -207,6 +209,8 @@ typedef struct prof_tctx_s {
   uint8_t bkt;              /* size bucket (0 in exact mode) */
   _Atomic bool dead;        /* its thread has exited: alloc and freed are
                                frozen (set with release) */
+  uint16_t gen;             /* prof_reset_gen when made: older ones were
+                               forgotten by prof.reset */
   _Atomic uint64_t pk_epoch; /* pk[] holds the live counts at this peak */
   uint64_t dumped;          /* alloc[C_OBJS] when the last dump found
                                nothing live; UINT64_MAX: it did not */
@@ -419,6 +423,11 @@ void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc);
 void prof_reset(unsigned lg);
 extern prof_trec_t *prof_tdatas; /* live threads (prof_tdatas_lock) */
 extern prof_trec_t *prof_dead;   /* standalone records of exited threads */
+extern prof_trec_t prof_orphans; /* exited threads' tctxs, once dumped */
+extern _Atomic unsigned prof_reset_gen;
+/* A dump has shown the dead record r: its tctxs go to prof_orphans and r
+ * is freed (prof_tdatas_lock). */
+void prof_dead_orphan_locked(prof_trec_t *r);
 extern _Atomic(prof_gctx_t *) prof_gctx_all;
 extern _Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total,
     prof_nret_total;

@@ -7,7 +7,8 @@
  * with everything freed, another one too.
  *
  * Memory must follow what is live, not how many threads ran: mid-run at
- * most two thread records per ring slot (an exited thread's record goes
+ * most two thread records per ring slot (and none once a dump has shown
+ * them: the counters of their live objects stay, their records go) (an exited thread's record goes
  * when nothing of it is live; the sweeps that free them are amortized, a
  * sweep runs once half of the records counted at the last one are empty,
  * or their number doubled) plus the running threads, and the profiler's
@@ -128,6 +129,13 @@ int main(int argc, char **argv) {
   check_dump("mid", n / 2, RING);
   CHECK(nthr <= 2 * (size_t)RING + BATCH + 65); /* amortized sweeps: see above */
   CHECK(mid <= MID_MAX);
+  /* The dump showed the exited threads' records: they are folded away,
+   * only their live objects' counters stay (the main thread's record is
+   * all that remains). */
+  size_t after = get_size("prof.stats.nthreads");
+  printf("after the dump: %zu thread records, profiler mapped %zu B\n", after,
+         get_size("prof.stats.mapped"));
+  CHECK(after <= 1);
 
   run_threads(n / 2);
   for (int i = 0; i < RING; i++) t_free(ring[i]);

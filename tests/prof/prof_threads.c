@@ -1,6 +1,7 @@
 /* prof_threads.c -- counters across threads (exact mode):
  *  - a thread that exits keeps its rows (and its name, in the jemalloc
- *    format) while its objects live;
+ *    format) in the next dump; after that its record is folded away and
+ *    its live objects are still counted, without a thread row;
  *  - frees from another thread leave the allocating stack at 0 live objects
  *    with its cumulative totals intact after the dead thread's records
  *    are folded away (at once: nothing of it is live), and one dump later
@@ -145,6 +146,9 @@ int main(void) {
   CHECK(pthread_create(&ta, NULL, thread_a, NULL) == 0);
   CHECK(pthread_join(ta, NULL) == 0);
   dump_check(1, NA, NC / 2, true, true); /* A exited: its rows stay */
+  /* ...for one dump: then its record is folded away, its objects still
+   * counted (without a thread row) */
+  dump_check(15, NA, NC / 2, false, true);
 
   CHECK(pthread_create(&tb, NULL, thread_b, NULL) == 0);
   CHECK(pthread_join(tb, NULL) == 0);
