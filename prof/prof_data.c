@@ -258,9 +258,9 @@ void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
     cur->v[C_BYTES] = cur->v[C_UOBJS] = cur->v[C_UBYTES] = 0;
 }
 
+/* Live objects of t: the remote frees first (see prof_tctx_read). */
 static uint64_t tctx_live(prof_tctx_t *t) {
   uint64_t f = atomic_load_explicit(&t->remote[C_OBJS], memory_order_acquire);
-  atomic_thread_fence(memory_order_acquire);
   f += atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
   uint64_t a = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed);
   return a > f ? a - f : 0;
