@@ -17,10 +17,9 @@
  *         since the previous dump (which wrote its final counts) leaves it
  *         out and frees it: a stack leaves the dumps, [alloc] totals and
  *         all, once a whole interval between two dumps passed with nothing
- *         of it live and nothing allocated. Only
- *         dumps free gctxs, holding every profiler lock, because a dump's
- *         sort and write phases use gctx pointers after prof_tdatas_lock is
- *         released.
+ *         of it live and nothing allocated. Only dumps free gctxs, holding
+ *         every profiler lock, because a dump's sort and write phases use
+ *         gctx pointers after prof_tdatas_lock is released.
  *   trec  a thread's record (uid, name, its tctxs): the first member of
  *         its tdata while the thread lives; when the thread exits with
  *         tctxs that still count live objects, they move to a small
@@ -67,7 +66,9 @@
  * Ownership tests compare a tctx's owner with the calling thread's tdata
  * address; a tdata lives as long as its thread (its trec may move, never
  * its address while the thread runs), so the comparison cannot match a
- * reused address during the call.
+ * reused address during the call. A remote free never dereferences the
+ * owner (a record that may be freed under it): whether the owner has
+ * exited, it reads from the tctx's own `dead` flag.
  *
  * Lock order: prof_dump_lock < prof_tdatas_lock < prof_gctx_lock <
  * prof_mem's lock < base. None is taken on the allocation path except on
