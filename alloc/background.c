@@ -17,6 +17,7 @@
 #include "background.h"
 #include "conf.h"
 #include "log.h"
+#include "tsd.h"
 
 bool opt_background_thread = false;
 
@@ -39,7 +40,12 @@ void background_start(void) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
   pthread_t t;
+  /* glibc allocates the new thread's TLS here, in this thread: nalloc's
+   * memory, not the program's, so the profiler must not sample it. */
+  tsd_t *tsd = tsd_get();
+  tsd->reentrant++;
   int err = pthread_create(&t, NULL, background_main, NULL);
+  tsd->reentrant--;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (err != 0) {
     nalloc_log("background_thread: cannot start the purge thread (errno %d); "

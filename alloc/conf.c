@@ -113,13 +113,25 @@ static const struct {
                     {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
                     {"SYS", SIGSYS}};
 
+/* Signals a dump trigger must not take: the synchronous faults (their
+ * handler returning re-runs the faulting instruction: an endless loop of
+ * dumps), abort's, and the two that cannot be caught. */
+static bool conf_signal_usable(int64_t s) {
+  switch (s) {
+  case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP:
+  case SIGABRT: case SIGKILL: case SIGSTOP: case SIGSYS:
+    return false;
+  }
+  return s >= 0 && s < NSIG;
+}
+
 static bool conf_signal(const char *v, size_t n, int64_t *out) {
-  if (conf_int(v, n, false, out)) return *out >= 0 && *out < NSIG;
+  if (conf_int(v, n, false, out)) return conf_signal_usable(*out);
   if (n > 3 && memcmp(v, "SIG", 3) == 0) v += 3, n -= 3;
   for (size_t i = 0; i < sizeof conf_signals / sizeof *conf_signals; i++)
     if (conf_eq(v, n, conf_signals[i].name)) {
       *out = conf_signals[i].sig;
-      return true;
+      return conf_signal_usable(*out);
     }
   return false;
 }
@@ -132,7 +144,10 @@ static void conf_expected(const conf_entry_t *e, char *buf, size_t cap) {
              (long long)e->max, e->type == CONF_SIZE ? " (k, m, g suffixes allowed)" : "");
     break;
   case CONF_STR: snprintf(buf, cap, "text of at most %zu bytes without ','", e->strcap - 1); break;
-  case CONF_SIGNAL: snprintf(buf, cap, "a signal name (USR2, SIGUSR2) or number, 0 for none"); break;
+  case CONF_SIGNAL:
+    snprintf(buf, cap, "a signal name (USR2, SIGUSR2) or number, 0 for none; "
+                       "not SEGV, BUS, ILL, FPE, TRAP, ABRT, KILL, STOP or SYS");
+    break;
   case CONF_ENUM: {
     size_t o = 0;
     for (unsigned i = 0; e->choices[i] && o + 2 < cap; i++)

@@ -15,6 +15,7 @@ enum {
   LOCK_PROF_TDATAS,     /* prof: the list of per-thread records */
   LOCK_PROF_GCTX,       /* prof: the table of stacks */
   LOCK_PROF_UNWIND,     /* prof: unwind-rule and code-range tables */
+  LOCK_PROF_MEM,        /* prof: the profiler's record slabs */
   LOCK_STATS,           /* the statistics snapshot */
   LOCK_HEAPS,           /* the heap registry */
   LOCK_ARENA_SHARED,    /* an arena's shared heap */

@@ -8,6 +8,16 @@
 #include "sample.h"
 
 
+/* Charges a realloc that may stay in place to the sampling countdown:
+ * false (nothing charged) when the request is to be sampled. */
+static bool realloc_charge(size_t size) {
+  tsd_t *tsd = tsd_get();
+  int64_t charge = size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
+  if (tsd->prof_countdown - charge < 0) return false;
+  tsd->prof_countdown -= charge;
+  return true;
+}
+
 void *entry_realloc(void *p, size_t size, const void *caller) {
   if (p == NULL) {
     void *q = entry_alloc_fast(size, false);
@@ -20,9 +30,12 @@ void *entry_realloc(void *p, size_t size, const void *caller) {
   uint32_t i;
   span_t *s = span_checked(FN_REALLOC, p, &i);
   size_t old = s->kind == SPAN_SMALL ? s->slot_size : s->usize;
-  /* A sampled object always moves, so the profile charges the new size
-   * to the realloc caller's stack. */
-  if (!sample_taken(s, p)) {
+  /* A realloc is an allocation of `size` for the sampling countdown,
+   * whether or not the block moves (else a block that grows in place is
+   * never sampled). A sampled request, like a sampled object (whose record
+   * must go to the realloc caller's stack), takes the moving path, where
+   * malloc_room charges the countdown itself. */
+  if (!sample_taken(s, p) && realloc_charge(size)) {
     /* it still fits, and shrinking keeps more than half of it */
     if (s->kind == SPAN_SMALL && size <= old && size > old / 2) return p;
     if (s->kind == SPAN_LARGE && size > SC_SMALL_MAX && size <= MAX_REQUEST &&

@@ -46,7 +46,7 @@ void stats_collect(stats_t *st) {
     unsigned n = node_of_arena(i);
     if (n < STATS_MAX_NODES) st->node[n].narenas++;
   }
-  st->metadata = base_stats_mapped();
+  st->metadata = base_stats_mapped() + prof_stats_mapped();
   st->mapped += st->metadata;
   st->resident = st->active + st->dirty + st->metadata;
 }
@@ -79,6 +79,7 @@ void stats_print(void) {
   nalloc_log("arenas=%u numa_nodes=%u arenas_per_node=%u tcache=%s prof=%s",
           arenas_count, node_count, node_arenas_per, opt_tcache ? "true" : "false",
           opt_prof ? "true" : "false");
+  if (opt_prof) prof_stats_print();
   for (unsigned i = 0; i < ARENAS_MAX; i++) {
     arena_stats_t *as = &st->arena[i];
     if (as->mapped == 0 && as->nmalloc == 0) continue;

@@ -22,11 +22,14 @@ unsigned opt_prof_unwind = PROF_UNWIND_DWARF;
 unsigned opt_prof_depth = 128;
 unsigned opt_prof_format = PROF_FORMAT_GPERFTOOLS;
 int opt_prof_signal = 0;
+bool opt_prof_peak = false;
+bool opt_prof_peak_final = false;
 
 _Atomic bool prof_active;
 _Atomic bool prof_thread_active_init;
 _Atomic bool prof_gdump_on;
 _Atomic unsigned prof_lg_sample;
+_Atomic unsigned prof_slow;
 
 void prof_boot(void) {
   if (!opt_prof) return;
@@ -37,6 +40,8 @@ void prof_boot(void) {
   atomic_store(&prof_active, opt_prof_active);
   atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
   atomic_store(&prof_gdump_on, opt_prof_gdump);
+  if (opt_prof_gdump) atomic_fetch_or(&prof_slow, PROF_SLOW_GDUMP);
+  prof_peak_boot();
 }
 
 void prof_boot_late(void) {
@@ -44,7 +49,10 @@ void prof_boot_late(void) {
     prof_http_boot(); /* only to say that prof_http needs prof:true */
     return;
   }
-  if (opt_prof_leak) nalloc_log_keep(); /* the report is printed at exit */
+  if (opt_prof_leak) { /* the report is printed at exit */
+    nalloc_log_keep();
+    prof_leak_boot();
+  }
   prof_bt_prime();
   prof_triggers_boot_late();
   prof_http_boot();
@@ -57,7 +65,8 @@ int64_t prof_next_wait(tsd_t *tsd) {
   /* Exact mode without interval dumps: every allocation is sampled and
    * there are no bytes to account, so there is nothing to draw. */
   if (likely(td != NULL) && td->exact &&
-      !atomic_load_explicit(&td->expired, memory_order_relaxed))
+      !(atomic_load_explicit(&td->attn, memory_order_relaxed) &
+        PROF_ATTN_EXPIRED))
     return -1;
   td = prof_tdata_get(tsd, tsd->reentrant == 0);
   if (unlikely(td == NULL)) {
@@ -90,7 +99,8 @@ int64_t prof_next_wait(tsd_t *tsd) {
 
 /* The counts one object of `size` requested bytes adds to t: objects and
  * bytes, and when sampling their unbiased estimates (exact mode keeps
- * none). Returns the estimate of bytes in the heap, for the peak trigger. */
+ * none). Returns the estimate of bytes in the heap, for the peak and
+ * gdump totals. */
 static int64_t sample_counts(const prof_tctx_t *t, size_t size,
                              uint64_t v[C_N]) {
   v[C_OBJS] = 1;
@@ -101,102 +111,188 @@ static int64_t sample_counts(const prof_tctx_t *t, size_t size,
   return (int64_t)v[C_UBYTES];
 }
 
-static void counts_add(_Atomic uint64_t *c, const uint64_t v[C_N], int sign) {
-  for (int i = 0; i < C_N; i++) OWN_ADD(c[i], (uint64_t)sign * v[i]);
+/* Everything but exact mode's case: sweep what the last dump found idle,
+ * draw the next wait, make or renew the thread's tdata, and note the
+ * request's size bucket. */
+static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (td != NULL &&
+      (atomic_load_explicit(&td->attn, memory_order_relaxed) & PROF_ATTN_SWEEP))
+    prof_tdata_sweep(td);
+  tsd->prof_countdown = prof_next_wait(tsd);
+  td = tsd->prof_tdata;
+  if (unlikely(td == NULL || (atomic_load_explicit(&td->attn,
+                                                   memory_order_relaxed) &
+                              PROF_ATTN_EXPIRED)))
+    td = prof_tdata_get(tsd, true);
+  if (td != NULL) td->want_bkt = td->lg != 0 ? (uint8_t)prof_bkt(size) : 0;
+  return td;
 }
 
-/* The sampled path beyond exact mode's plain count: the unbiased counts,
- * the peak trigger, and pending dumps. */
-static NALLOC_NOINLINE void sample_more(tsd_t *tsd, prof_tctx_t *t,
-                                        size_t size) {
+/* The sampled path beyond exact mode's plain count: the size bucket's
+ * tctx, unbiased counts, the peak profile, the gdump total and pending
+ * automatic dumps. */
+static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
+                                         prof_tctx_t *t, size_t size,
+                                         bool *own_page) {
+  if (t->bkt != td->want_bkt &&
+      (t = prof_tctx_bucket(td, t, td->want_bkt)) == NULL)
+    return NULL;
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);
-  OWN_ADD(t->alloc[C_UOBJS], v[C_UOBJS]);
-  OWN_ADD(t->alloc[C_UBYTES], v[C_UBYTES]);
-  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-    prof_gdump_account(tsd, est);
-  if (atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed))
-    prof_triggers_run_pending(tsd);
-}
-
-/* Everything but exact mode's case: draw the next wait, make or renew the
- * thread's tdata. */
-static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd) {
-  tsd->prof_countdown = prof_next_wait(tsd);
-  prof_tdata_t *td = tsd->prof_tdata;
-  if (unlikely(td == NULL ||
-               atomic_load_explicit(&td->expired, memory_order_relaxed)))
-    td = prof_tdata_get(tsd, true);
-  return td;
+  unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
+  if (slow & PROF_SLOW_PEAK) prof_peak_cow(t);
+  for (int i = 0; i < C_N; i++) OWN_ADD(t->alloc[i], v[i]);
+  *own_page = t->lg >= 16;
+  if (slow & PROF_SLOW_PEAK) {
+    td->pk_d += est;
+    if (td->pk_d > td->pk_hi) prof_peak_rise(td);
+  }
+  if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, est);
+  if (slow & PROF_SLOW_PENDING) prof_triggers_run_pending(tsd);
+  return t;
 }
 
 /* One call per sampled allocation, so that an exact profile pays for one
  * call and, most often, no stack walk (prof_bt_tctx): a malloc costs it
- * two counter updates. */
+ * two counter updates (and with the peak profile kept, an epoch check
+ * and a thread-local sum). */
 NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
                                  const void *frame, bool *own_page) {
   prof_tdata_t *td = tsd->prof_tdata;
   if (likely(td != NULL && td->exact &&
-             !atomic_load_explicit(&td->expired, memory_order_relaxed)))
+             atomic_load_explicit(&td->attn, memory_order_relaxed) == 0))
     tsd->prof_countdown = -1; /* exact: nothing to draw, nothing to count */
-  else if ((td = sample_setup(tsd)) == NULL)
+  else if ((td = sample_setup(tsd, size)) == NULL)
     return NULL;
   if (!atomic_load_explicit(&prof_active, memory_order_relaxed) ||
       !atomic_load_explicit(&td->active, memory_order_relaxed))
     return NULL;
   prof_tctx_t *t = prof_bt_tctx(td, caller, frame);
   if (unlikely(t == NULL)) return NULL;
+  unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
+  if (unlikely(t->lg != 0 || (slow & ~(unsigned)PROF_SLOW_PEAK) != 0))
+    return sample_slow(tsd, td, t, size, own_page);
+  if (unlikely(slow)) prof_peak_cow(t);
   OWN_ADD(t->alloc[C_OBJS], 1);
   OWN_ADD(t->alloc[C_BYTES], size);
-  *own_page = t->lg >= 16;
-  if (unlikely(t->lg != 0 ||
-               atomic_load_explicit(&prof_gdump_on, memory_order_relaxed) ||
-               atomic_load_explicit(&prof_trigger_pending, memory_order_relaxed)))
-    sample_more(tsd, t, size);
+  if (unlikely(slow)) {
+    td->pk_d += (int64_t)size;
+    if (unlikely(td->pk_d > td->pk_hi)) prof_peak_rise(td);
+  }
   return t;
 }
 
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
-  if (t->tdata != tsd->prof_tdata) { /* reset meanwhile: count it freed */
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (atomic_load_explicit(&t->owner, memory_order_relaxed) !=
+      (prof_trec_t *)td) { /* reset meanwhile: count it freed */
     prof_sample_free(tctx, size);
     return;
   }
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);
-  counts_add(t->alloc, v, -1);
-  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-    prof_gdump_account(tsd, -est);
+  for (int i = C_N - 1; i >= 0; i--) OWN_ADD(t->alloc[i], -v[i]);
+  unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
+  if (slow & PROF_SLOW_PEAK) td->pk_d -= est; /* it never existed */
+  if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
 }
 
-static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tctx_t *t,
-                                             size_t size) {
-  uint64_t v[C_N];
-  int64_t est = sample_counts(t, size, v);
-  if (atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))
-    prof_gdump_account(tsd, -est);
-  if (t->tdata == tsd->prof_tdata) {
-    counts_add(t->freed, v, 1);
-    return;
+/* A free's part in the peak total, before the tctx's counts move. */
+static void free_peak(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
+                      int64_t est) {
+  if (td == NULL && tsd->state == TSD_NOMINAL && tsd->reentrant == 0)
+    td = prof_tdata_get(tsd, true);
+  if (td != NULL) {
+    td->pk_d -= est;
+    if (td->pk_d < td->pk_lo) prof_peak_fall(td, est);
+  } else {
+    prof_peak_sub_global(est);
   }
-  /* Another thread's object (or a thread that exited, or a tdata replaced
-   * by prof.reset). The object count goes last: once a dump sees a dead
-   * tdata at zero objects it may free it, and this must be our last touch. */
-  for (int i = C_N - 1; i >= 0; i--)
+  prof_peak_cow(t);
+}
+
+/* Another thread's object (or a thread that exited, or a tdata replaced
+ * by prof.reset). The object count goes last: once the tctx reads as
+ * empty it may be freed (see prof_internal.h), and this is our last touch.
+ * When the owner is gone its own counters are frozen, so we can tell that
+ * this free empties the tctx and ask for a sweep. */
+static void free_remote(prof_tctx_t *t, const uint64_t v[C_N]) {
+  bool dead = atomic_load_explicit(&t->dead, memory_order_acquire);
+  uint64_t lim = 0;
+  if (dead)
+    lim = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed) -
+          atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
+  for (int i = C_N - 1; i > C_OBJS; i--)
     if (v[i] != 0) /* exact mode has no unbiased counts to add */
       atomic_fetch_add_explicit(&t->remote[i], v[i], memory_order_release);
+  uint64_t old =
+      atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
+  if (dead && old + 1 == lim) prof_dead_zeroed();
+}
+
+static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
+                                             prof_tctx_t *t, size_t size) {
+  uint64_t v[C_N];
+  int64_t est = sample_counts(t, size, v);
+  unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
+  if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
+  if (slow & PROF_SLOW_PEAK) free_peak(tsd, td, t, est);
+  if (atomic_load_explicit(&t->owner, memory_order_relaxed) ==
+      (prof_trec_t *)td) {
+    for (int i = C_N - 1; i >= 0; i--) OWN_ADD(t->freed[i], v[i]);
+    return;
+  }
+  free_remote(t, v);
+}
+
+/* The owner's free in exact mode with the peak profile kept, when it
+ * leaves a peak or copies t (pk_d already counts it): out of line, so
+ * that prof_sample_free needs no stack frame. */
+static NALLOC_NOINLINE void free_own_peak(prof_tdata_t *td, prof_tctx_t *t,
+                                          size_t size) {
+  if (td->pk_d < td->pk_lo) prof_peak_fall(td, (int64_t)size);
+  prof_peak_cow(t);
+  OWN_ADD(t->freed[C_BYTES], size);
+  OWN_ADD(t->freed[C_OBJS], 1);
 }
 
 void prof_sample_free(void *tctx, size_t size) {
   prof_tctx_t *t = tctx;
   tsd_t *tsd = tsd_get();
-  if (likely(t->tdata == tsd->prof_tdata && t->lg == 0 &&
-             !atomic_load_explicit(&prof_gdump_on, memory_order_relaxed))) {
-    OWN_ADD(t->freed[C_OBJS], 1);
+  prof_tdata_t *td = tsd->prof_tdata;
+  unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
+  if (likely(atomic_load_explicit(&t->owner, memory_order_relaxed) ==
+                 (prof_trec_t *)td &&
+             t->lg == 0 && (slow & ~(unsigned)PROF_SLOW_PEAK) == 0)) {
+    if (unlikely(slow)) { /* the peak profile: only tail calls here */
+      td->pk_d -= (int64_t)size;
+      if (unlikely(td->pk_d < td->pk_lo ||
+                   atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
+                       atomic_load_explicit(&prof_pk_epoch,
+                                            memory_order_relaxed))) {
+        free_own_peak(td, t, size);
+        return;
+      }
+    }
     OWN_ADD(t->freed[C_BYTES], size);
+    OWN_ADD(t->freed[C_OBJS], 1);
     return;
   }
-  sample_free_slow(tsd, t, size);
+  sample_free_slow(tsd, td, t, size);
+}
+
+size_t prof_stats_mapped(void) { return prof_mem_mapped(); }
+
+void prof_stats_print(void) {
+  nalloc_log("prof: mapped=%zu gctx=%zu (%zu stacks) tctx=%zu (%zu) "
+             "tdata=%zu (%zu threads) tables=%zu",
+             prof_mem_mapped(), prof_mem_used(PM_GCTX),
+             atomic_load(&prof_ngctx_total), prof_mem_used(PM_TCTX),
+             atomic_load(&prof_ntctx_total),
+             prof_mem_used(PM_TDATA) + prof_mem_used(PM_TREC),
+             atomic_load(&prof_ntdata_total), prof_mem_used(PM_TAB));
 }
 
 void prof_thread_exit(tsd_t *tsd) {
@@ -212,10 +308,12 @@ void prof_prefork(void) {
   nlock_prefork(&prof_tdatas_lock);
   nlock_prefork(&prof_gctx_lock);
   prof_bt_prefork();
+  prof_mem_prefork();
 }
 
 void prof_postfork_parent(void) {
   if (!opt_prof) return;
+  prof_mem_postfork_parent();
   prof_bt_postfork_parent();
   nlock_postfork_parent(&prof_gctx_lock);
   nlock_postfork_parent(&prof_tdatas_lock);
@@ -224,6 +322,7 @@ void prof_postfork_parent(void) {
 
 void prof_postfork_child(void) {
   if (!opt_prof) return;
+  prof_mem_postfork_child();
   prof_bt_postfork_child();
   nlock_postfork_child(&prof_gctx_lock);
   nlock_postfork_child(&prof_tdatas_lock);

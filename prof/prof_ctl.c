@@ -44,6 +44,10 @@ const conf_entry_t prof_conf_entries[] = {
      "let prof_http listen on an address other than loopback"},
     {"prof_http_fork", CONF_BOOL, &opt_prof_http_fork, 0, 0, NULL, 0,
      "fork children serve too (TCP port 0, or unix PATH.<pid>)"},
+    {"prof_peak", CONF_BOOL, &opt_prof_peak, 0, 0, NULL, 0,
+     "keep the peak-heap profile in memory (prof.dump_peak writes it)"},
+    {"prof_peak_final", CONF_BOOL, &opt_prof_peak_final, 0, 0, NULL, 0,
+     "write the peak-heap profile at exit (.p file); implies prof_peak"},
 };
 const size_t prof_conf_nentries =
     sizeof prof_conf_entries / sizeof prof_conf_entries[0];
@@ -62,13 +66,18 @@ const size_t prof_conf_nentries =
   } while (0)
 
 /* Read-old-then-write-new on a bool, with mallctl's size checks done
- * before anything changes. */
+ * before anything changes. The new value must be 0 or 1: it is read as a
+ * byte, since any other byte in a _Bool is undefined behaviour and would
+ * read back as itself. */
 static int rw_bool(_Atomic bool *v, void *oldp, size_t *oldlenp, void *newp,
                    size_t newlen) {
   bool old = atomic_load(v), nv = false;
   if (newp != NULL) {
-    int e = ctl_in(newp, newlen, &nv, sizeof nv);
+    unsigned char byte;
+    int e = ctl_in(newp, newlen, &byte, sizeof byte);
     if (e) return e;
+    if (byte > 1) return EINVAL;
+    nv = byte == 1;
   } else if (newlen != 0) {
     return EINVAL;
   }
@@ -101,8 +110,52 @@ static int ctl_prof_active(const size_t *idx, void *oldp, size_t *oldlenp,
 static int ctl_prof_gdump(const size_t *idx, void *oldp, size_t *oldlenp,
                           void *newp, size_t newlen) {
   NEED_PROF();
-  return rw_bool(&prof_gdump_on, oldp, oldlenp, newp, newlen);
+  int e = rw_bool(&prof_gdump_on, oldp, oldlenp, newp, newlen);
+  if (e == 0 && newp != NULL) { /* the sampled path reads prof_slow only */
+    if (atomic_load(&prof_gdump_on))
+      atomic_fetch_or(&prof_slow, PROF_SLOW_GDUMP);
+    else
+      atomic_fetch_and(&prof_slow, ~(unsigned)PROF_SLOW_GDUMP);
+  }
+  return e;
 }
+
+static int ctl_prof_dump_peak(const size_t *idx, void *oldp, size_t *oldlenp,
+                              void *newp, size_t newlen) {
+  NEED_PROF();
+  WRITEONLY();
+  if (!opt_prof_peak) return ENOENT; /* nothing kept: needs prof_peak */
+  const char *path = NULL;
+  if (newp != NULL) {
+    int e = ctl_in(newp, newlen, &path, sizeof path);
+    if (e) return e;
+  } else if (newlen != 0) {
+    return EINVAL;
+  }
+  return prof_dump_peak_request(path);
+}
+
+/* prof.stats.<kind>: bytes of profiler memory in use by each kind of
+ * record; prof.stats.mapped: what the profiler's allocator has mapped. */
+static int stat_out(void *oldp, size_t *oldlenp, void *newp, size_t newlen,
+                    size_t v) {
+  CTL_READONLY();
+  return ctl_out(oldp, oldlenp, &v, sizeof v);
+}
+#define PROF_STAT(fn, expr)                                                \
+  static int fn(const size_t *idx, void *oldp, size_t *oldlenp, void *newp, \
+                size_t newlen) {                                           \
+    NEED_PROF();                                                           \
+    return stat_out(oldp, oldlenp, newp, newlen, (expr));                  \
+  }
+PROF_STAT(ctl_stats_mapped, prof_mem_mapped())
+PROF_STAT(ctl_stats_gctx, prof_mem_used(PM_GCTX))
+PROF_STAT(ctl_stats_tctx, prof_mem_used(PM_TCTX))
+PROF_STAT(ctl_stats_tdata, prof_mem_used(PM_TDATA) + prof_mem_used(PM_TREC))
+PROF_STAT(ctl_stats_tables, prof_mem_used(PM_TAB))
+PROF_STAT(ctl_stats_ngctx, atomic_load(&prof_ngctx_total))
+PROF_STAT(ctl_stats_ntctx, atomic_load(&prof_ntctx_total))
+PROF_STAT(ctl_stats_nthreads, atomic_load(&prof_ntdata_total))
 
 static int ctl_prof_thread_active_init(const size_t *idx, void *oldp,
                                        size_t *oldlenp, void *newp,
@@ -135,13 +188,13 @@ static int ctl_thread_prof_name(const size_t *idx, void *oldp,
   } else if (newlen != 0) {
     return EINVAL;
   }
-  const char *old = td->name;
+  const char *old = td->rec.name;
   int e = ctl_out(oldp, oldlenp, &old, sizeof old);
   if (e) return e;
   if (nv != NULL) {
     nlock_lock(&prof_tdatas_lock);
     size_t n = strlen(nv);
-    memcpy(td->name, nv, n + 1);
+    memcpy(td->rec.name, nv, n + 1);
     nlock_unlock(&prof_tdatas_lock);
   }
   return 0;
@@ -190,6 +243,15 @@ const ctl_entry_t prof_ctl_entries[] = {
     {"thread.prof.active", ctl_thread_prof_active},
     {"thread.prof.name", ctl_thread_prof_name},
     {"prof.http_address", ctl_prof_http_address},
+    {"prof.dump_peak", ctl_prof_dump_peak},
+    {"prof.stats.mapped", ctl_stats_mapped},
+    {"prof.stats.gctx", ctl_stats_gctx},
+    {"prof.stats.tctx", ctl_stats_tctx},
+    {"prof.stats.tdata", ctl_stats_tdata},
+    {"prof.stats.tables", ctl_stats_tables},
+    {"prof.stats.ngctx", ctl_stats_ngctx},
+    {"prof.stats.ntctx", ctl_stats_ntctx},
+    {"prof.stats.nthreads", ctl_stats_nthreads},
 };
 const size_t prof_ctl_nentries =
     sizeof prof_ctl_entries / sizeof prof_ctl_entries[0];

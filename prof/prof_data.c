@@ -1,8 +1,9 @@
 /* prof_data.c -- the profiler's tables: gctx (one per unique backtrace,
- * global hash), tdata (one per thread) and tctx (counters of one backtrace
- * as allocated by one thread), their creation, lookup and retirement, and
- * prof.reset. The ownership and locking rules are in prof_internal.h.
- * All memory comes from base_alloc: never from the profiled heap. */
+ * global hash), thread records and tdata (one per thread) and tctx
+ * (counters of one backtrace and size bucket as allocated by one thread):
+ * their creation, lookup, retirement and reclamation, and prof.reset.
+ * The ownership, lifetime and locking rules are in prof_internal.h.
+ * All memory comes from prof_mem.c: never from the profiled heap. */
 #include "prof_internal.h"
 
 #include <string.h>
@@ -11,14 +12,24 @@
 nlock_t prof_tdatas_lock = NLOCK_INITIALIZER(LOCK_PROF_TDATAS);
 nlock_t prof_gctx_lock = NLOCK_INITIALIZER(LOCK_PROF_GCTX);
 
-prof_tdata_t *prof_tdatas;
+prof_trec_t *prof_tdatas, *prof_dead;
+prof_trec_t prof_orphans = {.uid = UINT64_MAX};
+_Atomic unsigned prof_reset_gen;
 _Atomic(prof_gctx_t *) prof_gctx_all;
-_Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total;
+_Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total,
+    prof_nret_total;
 
 static uint64_t next_thr_uid;            /* prof_tdatas_lock */
 static uint64_t next_gctx_id;            /* prof_gctx_lock */
 static prof_gctx_t **gctx_tab;           /* prof_gctx_lock */
 static size_t gctx_cap, gctx_n;
+
+/* Dead-list sweeps (amortized, see prof_dead_zeroed): tctxs on dead
+ * records, how many there were after the last sweep, and how many remote
+ * frees emptied one since. */
+static size_t dead_ntctx;                /* prof_tdatas_lock */
+static _Atomic size_t dead_floor;
+static _Atomic size_t dead_zeroed;
 
 static inline uint64_t bt_hash(void *const *pcs, unsigned n) {
   uint64_t h = 0x84222325cbf29ce4ull ^ n;
@@ -30,50 +41,125 @@ static inline uint64_t bt_hash(void *const *pcs, unsigned n) {
   return h ^ (h >> 32);
 }
 
-static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n);
-static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n);
+/* The owner's table is keyed by (stack, bucket); bucket 0 (exact mode)
+ * leaves the stack's hash as it is. */
+static inline uint64_t bkt_mix(unsigned bkt) {
+  return (uint64_t)bkt * 0xd6e8feb86659fd93ull;
+}
 
-static inline bool bt_eq(const prof_gctx_t *g, uint64_t h, void *const *pcs,
-                         unsigned n) {
-  return g->hash == h && bt_same(g, pcs, n);
+static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
+  if (g->nframes != n) return false;
+  unsigned k = n < PROF_LEAF ? n : PROF_LEAF;
+  for (unsigned i = 0; i < k; i++)
+    if (g->pcs[i] != pcs[i]) return false;
+  for (unsigned i = k; i < n; i++)
+    if (g->tail->pcs[i - k] != pcs[i]) return false;
+  return true;
+}
+
+static size_t gctx_size(unsigned n) {
+  return sizeof(prof_gctx_t) + (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *);
+}
+
+/* ---- interned tails (prof_gctx_lock) ------------------------------------ */
+
+static prof_tail_t **tail_tab;
+static size_t tail_cap, tail_n;
+
+static size_t tail_size(unsigned n) {
+  return sizeof(prof_tail_t) + n * sizeof(void *);
+}
+
+static void tail_tab_grow(void) {
+  size_t ncap = tail_cap ? tail_cap * 2 : 256;
+  prof_tail_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+  if (nt == NULL) return; /* longer chains */
+  for (size_t i = 0; i < tail_cap; i++)
+    for (prof_tail_t *t = tail_tab[i], *nx; t; t = nx) {
+      nx = t->next_hash;
+      t->next_hash = nt[t->hash & (ncap - 1)];
+      nt[t->hash & (ncap - 1)] = t;
+    }
+  prof_mem_free(tail_tab, tail_cap * sizeof *tail_tab, PM_TAB);
+  tail_tab = nt;
+  tail_cap = ncap;
+}
+
+/* The shared tail with these frames, one more reference (NULL: out of
+ * memory). */
+static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
+  uint64_t h = bt_hash(pcs, n);
+  if (tail_n >= tail_cap) tail_tab_grow();
+  if (tail_tab == NULL) return NULL;
+  prof_tail_t **head = &tail_tab[h & (tail_cap - 1)];
+  for (prof_tail_t *t = *head; t; t = t->next_hash)
+    if (t->hash == h && t->n == n &&
+        memcmp(t->pcs, pcs, n * sizeof(void *)) == 0) {
+      t->nref++;
+      return t;
+    }
+  prof_tail_t *t = prof_mem_alloc(tail_size(n), PM_GCTX);
+  if (t == NULL) return NULL;
+  t->hash = h;
+  t->n = n;
+  t->nref = 1;
+  memcpy(t->pcs, pcs, n * sizeof(void *));
+  t->next_hash = *head;
+  *head = t;
+  tail_n++;
+  return t;
+}
+
+static void tail_put(prof_tail_t *t) {
+  if (t == NULL || --t->nref > 0) return;
+  prof_tail_t **pp = &tail_tab[t->hash & (tail_cap - 1)];
+  while (*pp != t) pp = &(*pp)->next_hash;
+  *pp = t->next_hash;
+  tail_n--;
+  prof_mem_free(t, tail_size(t->n), PM_GCTX);
 }
 
 /* ---- gctx --------------------------------------------------------------- */
 
+static void gctx_tab_grow(void) {
+  size_t ncap = gctx_cap ? gctx_cap * 2 : 1024;
+  prof_gctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+  if (nt == NULL) return; /* longer chains, still correct */
+  for (size_t i = 0; i < gctx_cap; i++) {
+    prof_gctx_t *g = gctx_tab[i];
+    while (g) {
+      prof_gctx_t *nx = g->next_hash;
+      g->next_hash = nt[g->hash & (ncap - 1)];
+      nt[g->hash & (ncap - 1)] = g;
+      g = nx;
+    }
+  }
+  prof_mem_free(gctx_tab, gctx_cap * sizeof *gctx_tab, PM_TAB);
+  gctx_tab = nt;
+  gctx_cap = ncap;
+}
+
 /* Chained hash; the bucket array doubles when the load passes 1. Called
- * only when a thread meets a stack for the first time. */
+ * only when a thread meets a stack for the first time. Returns the gctx
+ * with one more reference (the caller's new tctx). */
 static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   nlock_lock(&prof_gctx_lock);
   if (gctx_tab != NULL) {
     for (prof_gctx_t *g = gctx_tab[h & (gctx_cap - 1)]; g; g = g->next_hash)
-      if (bt_eq(g, h, pcs, n)) {
+      if (g->hash == h && bt_same(g, pcs, n)) {
+        g->nref++;
         nlock_unlock(&prof_gctx_lock);
         return g;
       }
   }
-  if (gctx_n >= gctx_cap) {
-    size_t ncap = gctx_cap ? gctx_cap * 2 : 1024;
-    prof_gctx_t **nt = base_alloc(ncap * sizeof *nt);
-    if (nt == NULL && gctx_tab == NULL) {
-      nlock_unlock(&prof_gctx_lock);
-      return NULL;
-    }
-    if (nt != NULL) {
-      for (size_t i = 0; i < gctx_cap; i++) {
-        prof_gctx_t *g = gctx_tab[i];
-        while (g) {
-          prof_gctx_t *nx = g->next_hash;
-          g->next_hash = nt[g->hash & (ncap - 1)];
-          nt[g->hash & (ncap - 1)] = g;
-          g = nx;
-        }
-      }
-      base_free(gctx_tab, gctx_cap * sizeof *gctx_tab);
-      gctx_tab = nt;
-      gctx_cap = ncap;
-    }
+  if (gctx_n >= gctx_cap) gctx_tab_grow();
+  prof_gctx_t *g = gctx_tab ? prof_mem_alloc(gctx_size(n), PM_GCTX) : NULL;
+  prof_tail_t *tail = NULL;
+  if (g != NULL && n > PROF_LEAF &&
+      (tail = tail_get(pcs + PROF_LEAF, n - PROF_LEAF)) == NULL) {
+    prof_mem_free(g, gctx_size(n), PM_GCTX);
+    g = NULL;
   }
-  prof_gctx_t *g = base_alloc(sizeof *g + n * sizeof(void *));
   if (g == NULL) {
     nlock_unlock(&prof_gctx_lock);
     return NULL;
@@ -81,7 +167,9 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   g->id = next_gctx_id++;
   g->hash = h;
   g->nframes = n;
-  memcpy(g->pcs, pcs, n * sizeof(void *));
+  g->nref = 1;
+  g->tail = tail;
+  memcpy(g->pcs, pcs, (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *));
   g->next_hash = gctx_tab[h & (gctx_cap - 1)];
   gctx_tab[h & (gctx_cap - 1)] = g;
   gctx_n++;
@@ -92,143 +180,54 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   return g;
 }
 
-/* ---- tdata -------------------------------------------------------------- */
-
-static void tdata_link_locked(prof_tdata_t *td) {
-  td->prev = NULL;
-  td->next = prof_tdatas;
-  if (prof_tdatas) prof_tdatas->prev = td;
-  prof_tdatas = td;
-  atomic_fetch_add_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
+static void gctx_unref(prof_gctx_t *g) {
+  nlock_lock(&prof_gctx_lock);
+  g->nref--;
+  nlock_unlock(&prof_gctx_lock);
 }
 
-static void tdata_unlink_locked(prof_tdata_t *td) {
-  if (td->prev) td->prev->next = td->next;
-  else prof_tdatas = td->next;
-  if (td->next) td->next->prev = td->prev;
-  atomic_fetch_sub_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
-}
-
-static void tdata_free_tab(prof_tdata_t *td) {
-  base_free(td->tab, td->tab_cap * sizeof *td->tab);
-  td->tab = NULL;
-  td->tab_cap = td->tab_n = 0;
-  td->last = NULL;
-  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].tctx = NULL;
-}
-
-/* A new tdata for this thread; `old` (expired by prof.reset) passes on its
- * uid, name and active flag, as jemalloc's tdata reinit does. */
-static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
-  prof_tdata_t *td = base_alloc(sizeof *td);
-  if (td == NULL) return NULL;
-  td->prng = (uint64_t)(uintptr_t)tsd ^ nalloc_now_ns() ^
-             ((uint64_t)getpid() << 32);
-  (void)prof_prng_next(&td->prng);
-  nlock_lock(&prof_tdatas_lock);
-  td->lg = atomic_load_explicit(&prof_lg_sample, memory_order_relaxed);
-  td->exact = td->lg == 0 && opt_lg_prof_interval < 0;
-  if (old != NULL) {
-    td->uid = old->uid;
-    td->active = old->active;
-    memcpy(td->name, old->name, sizeof td->name);
-    td->prng ^= old->prng;
-    td->stk_lo = old->stk_lo;
-    td->stk_hi = old->stk_hi;
-  } else {
-    td->uid = next_thr_uid++;
-    td->active = atomic_load_explicit(&prof_thread_active_init,
-                                      memory_order_relaxed);
+static void ret_free_all(prof_gctx_t *g) {
+  prof_ret_t *r = g->ret;
+  g->ret = NULL;
+  while (r) {
+    prof_ret_t *nx = r->next;
+    prof_mem_free(r, sizeof *r, PM_GCTX);
+    atomic_fetch_sub_explicit(&prof_nret_total, 1, memory_order_relaxed);
+    r = nx;
   }
-  tdata_link_locked(td);
-  if (old != NULL) {
-    atomic_store_explicit(&old->detached, true, memory_order_relaxed);
-    tdata_free_tab(old);
-    if (prof_tdata_live(old) == 0) prof_tdata_destroy_locked(old, false);
-  }
-  nlock_unlock(&prof_tdatas_lock);
-  tsd->prof_tdata = td;
-  return td;
 }
 
-prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create) {
-  prof_tdata_t *td = tsd->prof_tdata;
-  if (likely(td != NULL) &&
-      likely(!atomic_load_explicit(&td->expired, memory_order_relaxed)))
-    return td;
-  if (!create || tsd->state != TSD_NOMINAL) return td;
-  return tdata_create(tsd, td);
+static void gctx_hash_del(prof_gctx_t *g) {
+  prof_gctx_t **pp = &gctx_tab[g->hash & (gctx_cap - 1)];
+  while (*pp != g) pp = &(*pp)->next_hash;
+  *pp = g->next_hash;
+  gctx_n--;
 }
 
-/* ---- tctx --------------------------------------------------------------- */
-
-static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
-  if ((td->tab_n + 1) * 2 > td->tab_cap) {
-    size_t ncap = td->tab_cap ? td->tab_cap * 2 : 64;
-    prof_tctx_t **nt = base_alloc(ncap * sizeof *nt);
-    if (nt == NULL) return false;
-    for (size_t i = 0; i < td->tab_cap; i++) {
-      prof_tctx_t *o = td->tab[i];
-      if (o == NULL) continue;
-      size_t j = o->hash & (ncap - 1);
-      while (nt[j]) j = (j + 1) & (ncap - 1);
-      nt[j] = o;
+/* The end of a dump (every profiler lock held): a gctx that the dump found
+ * idle (nothing points to it, nothing new since the previous dump wrote
+ * its counts) and that is still so goes. */
+void prof_gctx_reap_locked(void) {
+  prof_gctx_t *g = atomic_load_explicit(&prof_gctx_all, memory_order_relaxed);
+  prof_gctx_t *prev = NULL;
+  while (g) {
+    prof_gctx_t *nx = g->next_all;
+    if (g->idle && g->nref == 0 && !g->ret_new) {
+      if (prev) prev->next_all = nx;
+      else atomic_store_explicit(&prof_gctx_all, nx, memory_order_release);
+      gctx_hash_del(g);
+      ret_free_all(g);
+      tail_put(g->tail);
+      prof_mem_free(g, gctx_size(g->nframes), PM_GCTX);
+      atomic_fetch_sub_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
+    } else {
+      prev = g;
     }
-    base_free(td->tab, td->tab_cap * sizeof *td->tab);
-    td->tab = nt;
-    td->tab_cap = ncap;
+    g = nx;
   }
-  size_t j = t->hash & (td->tab_cap - 1);
-  while (td->tab[j]) j = (j + 1) & (td->tab_cap - 1);
-  td->tab[j] = t;
-  td->tab_n++;
-  return true;
 }
 
-/* Owner thread only. The per-thread table answers almost every lookup;
- * the global gctx lock is taken only for a stack new to this thread. */
-static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
-  if (g->nframes != n) return false;
-  for (unsigned i = 0; i < n; i++)
-    if (g->pcs[i] != pcs[i]) return false;
-  return true;
-}
-
-prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n) {
-  if (td->last != NULL && bt_same(td->last->gctx, pcs, n)) return td->last;
-  prof_tctx_t *t = tctx_find(td, pcs, n);
-  if (t != NULL) td->last = t;
-  return t;
-}
-
-static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n) {
-  uint64_t h = bt_hash(pcs, n);
-  if (likely(td->tab != NULL)) {
-    size_t mask = td->tab_cap - 1;
-    for (size_t j = h & mask;; j = (j + 1) & mask) {
-      prof_tctx_t *t = td->tab[j];
-      if (t == NULL) break;
-      if (bt_eq(t->gctx, h, pcs, n)) return t;
-    }
-  }
-  prof_gctx_t *g = gctx_get(pcs, n, h);
-  if (g == NULL) return NULL;
-  prof_tctx_t *t = base_alloc(sizeof *t);
-  if (t == NULL) return NULL;
-  t->tdata = td;
-  t->gctx = g;
-  t->hash = h;
-  t->lg = td->lg;
-  if (!tab_insert(td, t)) {
-    base_free(t, sizeof *t);
-    return NULL;
-  }
-  t->next = atomic_load_explicit(&td->tctxs, memory_order_relaxed);
-  atomic_store_explicit(&td->tctxs, t, memory_order_release);
-  atomic_fetch_add_explicit(&td->ntctx, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&prof_ntctx_total, 1, memory_order_relaxed);
-  return t;
-}
+/* ---- tctx counters ------------------------------------------------------ */
 
 /* A consistent-enough snapshot of one tctx. Remote frees are read first:
  * each one we see was preceded (happens-before, through the program's
@@ -259,90 +258,481 @@ void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
     cur->v[C_BYTES] = cur->v[C_UOBJS] = cur->v[C_UBYTES] = 0;
 }
 
-uint64_t prof_tdata_live(prof_tdata_t *td) {
-  uint64_t live = 0;
-  for (prof_tctx_t *t = atomic_load_explicit(&td->tctxs, memory_order_acquire);
-       t; t = t->next) {
-    uint64_t f = atomic_load_explicit(&t->remote[C_OBJS], memory_order_acquire);
-    f += atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
-    uint64_t a = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed);
-    live += a > f ? a - f : 0;
-  }
-  return live;
+/* Live objects of t: the remote frees first (see prof_tctx_read). */
+static uint64_t tctx_live(prof_tctx_t *t) {
+  uint64_t f = atomic_load_explicit(&t->remote[C_OBJS], memory_order_acquire);
+  f += atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
+  uint64_t a = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed);
+  return a > f ? a - f : 0;
 }
 
-/* Frees a tdata that nothing live points into. With `fold`, its
- * cumulative counters move to the gctxs so [alloc] totals survive it. */
-void prof_tdata_destroy_locked(prof_tdata_t *td, bool fold) {
-  tdata_unlink_locked(td);
-  prof_tctx_t *t = atomic_load_explicit(&td->tctxs, memory_order_acquire);
+/* ---- reclaiming a tctx (prof_tdatas_lock) ------------------------------- */
+
+/* Moves t's cumulative counts to its gctx (bucket by bucket), so that
+ * [alloc] totals survive it. `shown`: a dump has written them already. */
+static void tctx_fold(prof_tctx_t *t, bool shown) {
+  prof_cnt_t cur, acc;
+  prof_tctx_read(t, &cur, &acc);
+  if (acc.v[C_OBJS] == 0) return;
+  prof_gctx_t *g = t->gctx;
+  prof_ret_t *r = g->ret;
+  while (r && r->bkt != t->bkt) r = r->next;
+  if (r == NULL) {
+    if ((r = prof_mem_alloc(sizeof *r, PM_GCTX)) == NULL) return; /* lost */
+    atomic_fetch_add_explicit(&prof_nret_total, 1, memory_order_relaxed);
+    r->bkt = t->bkt;
+    r->next = g->ret;
+    g->ret = r;
+  }
+  for (int i = 0; i < C_N; i++) r->acc[i] += acc.v[i];
+  if (!shown) g->ret_new = true;
+}
+
+/* Frees t (unlinked by the caller). `fold`: keep its cumulative counts
+ * (not after prof.reset, which forgot them). */
+static void tctx_free(prof_tctx_t *t, bool fold) {
+  if (fold)
+    tctx_fold(t, atomic_load_explicit(&t->alloc[C_OBJS],
+                                      memory_order_relaxed) == t->dumped);
+  gctx_unref(t->gctx);
+  prof_mem_free(t, sizeof *t, PM_TCTX);
+  atomic_fetch_sub_explicit(&prof_ntctx_total, 1, memory_order_relaxed);
+}
+
+/* ---- the owner's (stack, bucket) table ---------------------------------- */
+
+static void tab_put(prof_tctx_t **tab, size_t cap, prof_tctx_t *t) {
+  size_t j = t->hash & (cap - 1);
+  while (tab[j]) j = (j + 1) & (cap - 1);
+  tab[j] = t;
+}
+
+/* Builds a table of capacity `cap` (a power of two, at least twice the
+ * tctxs) from the owner's list. */
+static void tab_rebuild(prof_tdata_t *td, size_t cap) {
+  prof_tctx_t **nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
+  if (nt == NULL) { /* no memory: refill the old array in place */
+    nt = td->tab;
+    cap = td->tab_cap;
+    memset(nt, 0, cap * sizeof *nt);
+  }
+  size_t n = 0;
+  for (prof_tctx_t *t = atomic_load_explicit(&td->rec.tctxs,
+                                             memory_order_relaxed);
+       t; t = t->next) {
+    tab_put(nt, cap, t);
+    n++;
+  }
+  if (nt != td->tab)
+    prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
+  td->tab = nt;
+  td->tab_cap = cap;
+  td->tab_n = n;
+}
+
+static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
+  if ((td->tab_n + 1) * 2 > td->tab_cap) {
+    size_t ncap = td->tab_cap ? td->tab_cap * 2 : 64;
+    prof_tctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+    if (nt == NULL) return false;
+    for (size_t i = 0; i < td->tab_cap; i++)
+      if (td->tab[i] != NULL) tab_put(nt, ncap, td->tab[i]);
+    prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
+    td->tab = nt;
+    td->tab_cap = ncap;
+  }
+  tab_put(td->tab, td->tab_cap, t);
+  td->tab_n++;
+  return true;
+}
+
+static void tdata_free_tab(prof_tdata_t *td) {
+  prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
+  td->tab = NULL;
+  td->tab_cap = td->tab_n = 0;
+  td->last = NULL;
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].tctx = NULL;
+}
+
+/* ---- tctx lookup (owner thread only) ------------------------------------ */
+
+static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
+                             unsigned bkt) {
+  prof_tctx_t *t = prof_mem_alloc(sizeof *t, PM_TCTX);
+  if (t == NULL) {
+    gctx_unref(g);
+    return NULL;
+  }
+  atomic_store_explicit(&t->owner, &td->rec, memory_order_relaxed);
+  t->gen = (uint16_t)atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
+  t->gctx = g;
+  t->hash = h;
+  t->lg = td->lg;
+  t->bkt = (uint8_t)bkt;
+  t->dumped = UINT64_MAX; /* no dump has seen it */
+  /* It held nothing at the last peak: its copy of that moment is 0. */
+  atomic_store_explicit(&t->pk_epoch,
+                        atomic_load_explicit(&prof_pk_epoch,
+                                             memory_order_acquire),
+                        memory_order_relaxed);
+  if (!tab_insert(td, t)) {
+    prof_mem_free(t, sizeof *t, PM_TCTX);
+    gctx_unref(g);
+    return NULL;
+  }
+  t->next = atomic_load_explicit(&td->rec.tctxs, memory_order_relaxed);
+  atomic_store_explicit(&td->rec.tctxs, t, memory_order_release);
+  atomic_fetch_add_explicit(&td->rec.ntctx, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&prof_ntctx_total, 1, memory_order_relaxed);
+  return t;
+}
+
+static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n) {
+  unsigned bkt = td->want_bkt;
+  uint64_t hs = bt_hash(pcs, n), h = hs ^ bkt_mix(bkt);
+  if (likely(td->tab != NULL)) {
+    size_t mask = td->tab_cap - 1;
+    for (size_t j = h & mask;; j = (j + 1) & mask) {
+      prof_tctx_t *t = td->tab[j];
+      if (t == NULL) break;
+      if (t->hash == h && t->bkt == bkt && bt_same(t->gctx, pcs, n)) return t;
+    }
+  }
+  prof_gctx_t *g = gctx_get(pcs, n, hs);
+  if (g == NULL) return NULL;
+  return tctx_new(td, g, h, bkt);
+}
+
+/* Owner thread only. The per-thread table answers almost every lookup;
+ * the global gctx lock is taken only for a stack new to this thread. */
+prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n) {
+  prof_tctx_t *l = td->last;
+  if (l != NULL && l->bkt == td->want_bkt && bt_same(l->gctx, pcs, n)) return l;
+  prof_tctx_t *t = tctx_find(td, pcs, n);
+  if (t != NULL) td->last = t;
+  return t;
+}
+
+prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
+                              unsigned bkt) {
+  prof_gctx_t *g = any->gctx;
+  uint64_t h = g->hash ^ bkt_mix(bkt);
+  if (likely(td->tab != NULL)) {
+    size_t mask = td->tab_cap - 1;
+    for (size_t j = h & mask;; j = (j + 1) & mask) {
+      prof_tctx_t *t = td->tab[j];
+      if (t == NULL) break;
+      if (t->gctx == g && t->bkt == bkt) return t;
+    }
+  }
+  nlock_lock(&prof_gctx_lock);
+  g->nref++; /* alive: `any` points to it */
+  nlock_unlock(&prof_gctx_lock);
+  return tctx_new(td, g, h, bkt);
+}
+
+/* ---- thread records ----------------------------------------------------- */
+
+static void list_link(prof_trec_t **head, prof_trec_t *r) {
+  r->prev = NULL;
+  r->next = *head;
+  if (*head) (*head)->prev = r;
+  *head = r;
+}
+
+static void list_unlink(prof_trec_t **head, prof_trec_t *r) {
+  if (r->prev) r->prev->next = r->next;
+  else *head = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->next = r->prev = NULL;
+}
+
+/* Nothing of t is live, and the peak profile does not need it. */
+static bool tctx_idle(prof_tctx_t *t) {
+  return tctx_live(t) == 0 && !prof_peak_held(t);
+}
+
+/* Made before the last prof.reset (whose counts were forgotten)? */
+static bool tctx_expired(const prof_tctx_t *t) {
+  return t->gen != (uint16_t)atomic_load_explicit(&prof_reset_gen,
+                                                  memory_order_relaxed);
+}
+
+/* Frees r's idle tctxs (all of them: `all`), folding their counts unless
+ * they expired. Returns how many remain. */
+static size_t trec_prune(prof_trec_t *r, bool all) {
+  bool fold = !atomic_load_explicit(&r->expired, memory_order_relaxed);
+  size_t left = 0;
+  prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_relaxed);
+  prof_tctx_t *keep = NULL, **tail = &keep;
   while (t) {
     prof_tctx_t *nx = t->next;
-    if (fold) {
-      prof_cnt_t cur, acc;
-      prof_tctx_read(t, &cur, &acc);
-      for (int i = 0; i < C_N; i++)
-        atomic_fetch_add_explicit(&t->gctx->retired[i], acc.v[i],
-                                  memory_order_relaxed);
+    if (all || tctx_idle(t)) {
+      tctx_free(t, fold && !tctx_expired(t));
+    } else {
+      *tail = t;
+      tail = &t->next;
+      left++;
     }
-    base_free(t, sizeof *t);
-    atomic_fetch_sub_explicit(&prof_ntctx_total, 1, memory_order_relaxed);
     t = nx;
   }
-  tdata_free_tab(td);
-  base_free(td, sizeof *td);
+  *tail = NULL;
+  atomic_store_explicit(&r->tctxs, keep, memory_order_release);
+  atomic_store_explicit(&r->ntctx, left, memory_order_relaxed);
+  return left;
 }
 
-/* Thread exit. If nothing the thread allocated is live its counters go to
- * the gctxs now; otherwise the tdata stays (its rows, name and uid still
- * appear) until a dump finds it empty (prof_dump.c). */
+/* The thread of td is gone (or td was replaced after prof.reset): what it
+ * counted that is still live moves to a small standalone record on the
+ * dead list, the rest folds into the gctxs, and the tdata is freed. */
+static void tdata_retire_locked(prof_tdata_t *td) {
+  list_unlink(&prof_tdatas, &td->rec);
+  prof_peak_detach(td);
+  tdata_free_tab(td);
+  size_t left = trec_prune(&td->rec, false);
+  prof_trec_t *r = NULL;
+  if (left > 0 && (r = prof_mem_alloc(sizeof *r, PM_TREC)) != NULL) {
+    r->uid = td->rec.uid;
+    memcpy(r->name, td->rec.name, sizeof r->name);
+    atomic_store_explicit(&r->expired,
+                          atomic_load_explicit(&td->rec.expired,
+                                               memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->tctxs,
+                          atomic_load_explicit(&td->rec.tctxs,
+                                               memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->ntctx, left, memory_order_relaxed);
+    /* A free that reads the new owner or the old one goes the remote
+     * way: neither is any running thread's tdata. */
+    atomic_store_explicit(&r->detached, true, memory_order_release);
+  } else if (left > 0) { /* no memory for a record: keep the whole tdata */
+    r = &td->rec;
+    atomic_store_explicit(&r->detached, true, memory_order_release);
+    td = NULL;
+  }
+  /* A remote free reads `dead` (never the owner record, which may be
+   * freed under it) before it trusts the frozen counters. */
+  if (r != NULL)
+    for (prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_relaxed);
+         t; t = t->next) {
+      atomic_store_explicit(&t->owner, r, memory_order_release);
+      atomic_store_explicit(&t->dead, true, memory_order_release);
+    }
+  if (r != NULL) {
+    list_link(&prof_dead, r);
+    dead_ntctx += left;
+  } else {
+    atomic_fetch_sub_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
+  }
+  if (td != NULL) prof_mem_free(td, sizeof *td, PM_TDATA);
+}
+
+/* A standalone record, or a whole tdata kept as one for lack of memory
+ * (tdata_retire_locked). */
+static void trec_free(prof_trec_t *r) {
+  if (r->in_tdata)
+    prof_mem_free(r, sizeof(prof_tdata_t), PM_TDATA);
+  else
+    prof_mem_free(r, sizeof *r, PM_TREC);
+}
+
+/* Its thread row has been in a dump: what remains of the thread are its
+ * tctxs, which the orphans' record keeps from now on. Their owner changes
+ * under concurrent frees, which only compare it (neither record is any
+ * running thread's tdata). */
+void prof_dead_orphan_locked(prof_trec_t *r) {
+  prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_relaxed);
+  if (t == NULL) return;
+  prof_tctx_t *last = NULL;
+  size_t n = 0;
+  for (; t; t = t->next) {
+    atomic_store_explicit(&t->owner, &prof_orphans, memory_order_relaxed);
+    last = t;
+    n++;
+  }
+  last->next = atomic_load_explicit(&prof_orphans.tctxs, memory_order_relaxed);
+  atomic_store_explicit(&prof_orphans.tctxs,
+                        atomic_load_explicit(&r->tctxs, memory_order_relaxed),
+                        memory_order_release);
+  atomic_fetch_add_explicit(&prof_orphans.ntctx, n, memory_order_relaxed);
+  atomic_store_explicit(&r->tctxs, NULL, memory_order_relaxed);
+  atomic_store_explicit(&r->ntctx, 0, memory_order_relaxed);
+  list_unlink(&prof_dead, r);
+  trec_free(r);
+  atomic_fetch_sub_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
+}
+
+void prof_dead_sweep_locked(void) {
+  prof_trec_t *r = prof_dead;
+  size_t n = trec_prune(&prof_orphans, false);
+  while (r) {
+    prof_trec_t *nx = r->next;
+    size_t left = trec_prune(r, false);
+    if (left == 0) {
+      list_unlink(&prof_dead, r);
+      trec_free(r);
+      atomic_fetch_sub_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
+    }
+    n += left;
+    r = nx;
+  }
+  dead_ntctx = n;
+  atomic_store_explicit(&dead_floor, n, memory_order_relaxed);
+  atomic_store_explicit(&dead_zeroed, 0, memory_order_relaxed);
+}
+
+/* Amortized: a sweep walks every dead tctx, so it runs when half of those
+ * counted at the last sweep were emptied, or when their number doubled. */
+static bool dead_sweep_due(void) {
+  size_t z = atomic_load_explicit(&dead_zeroed, memory_order_relaxed);
+  size_t f = atomic_load_explicit(&dead_floor, memory_order_relaxed);
+  return (z > 0 && 2 * z >= f) || dead_ntctx >= 2 * f + 64;
+}
+
+void prof_dead_zeroed(void) {
+  size_t z = atomic_fetch_add_explicit(&dead_zeroed, 1, memory_order_relaxed) + 1;
+  if (2 * z < atomic_load_explicit(&dead_floor, memory_order_relaxed)) return;
+  if (nlock_held_by_me(&prof_tdatas_lock) || !nlock_trylock(&prof_tdatas_lock))
+    return; /* the next trigger, detach or dump does it */
+  prof_dead_sweep_locked();
+  nlock_unlock(&prof_tdatas_lock);
+}
+
+/* ---- tdata -------------------------------------------------------------- */
+
+/* A new tdata for this thread; `old` (expired by prof.reset) passes on its
+ * uid, name and active flag, as jemalloc's tdata reinit does. */
+static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
+  prof_tdata_t *td = prof_mem_alloc(sizeof *td, PM_TDATA);
+  if (td == NULL) return NULL;
+  td->rec.in_tdata = true;
+  td->prng = (uint64_t)(uintptr_t)tsd ^ nalloc_now_ns() ^
+             ((uint64_t)getpid() << 32);
+  (void)prof_prng_next(&td->prng);
+  nlock_lock(&prof_tdatas_lock);
+  td->lg = atomic_load_explicit(&prof_lg_sample, memory_order_relaxed);
+  td->exact = td->lg == 0 && opt_lg_prof_interval < 0;
+  td->pk_hi = 0; /* the first allocation asks prof_peak.c */
+  td->pk_lo = 0;
+  if (old != NULL) {
+    td->rec.uid = old->rec.uid;
+    td->active = old->active;
+    memcpy(td->rec.name, old->rec.name, sizeof td->rec.name);
+    td->prng ^= old->prng;
+    td->stk_lo = old->stk_lo;
+    td->stk_hi = old->stk_hi;
+  } else {
+    td->rec.uid = next_thr_uid++;
+    td->active = atomic_load_explicit(&prof_thread_active_init,
+                                      memory_order_relaxed);
+  }
+  list_link(&prof_tdatas, &td->rec);
+  atomic_fetch_add_explicit(&prof_ntdata_total, 1, memory_order_relaxed);
+  if (old != NULL) tdata_retire_locked(old);
+  if (dead_sweep_due()) prof_dead_sweep_locked();
+  nlock_unlock(&prof_tdatas_lock);
+  tsd->prof_tdata = td;
+  return td;
+}
+
+prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create) {
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (likely(td != NULL) &&
+      likely(!(atomic_load_explicit(&td->attn, memory_order_relaxed) &
+               PROF_ATTN_EXPIRED)))
+    return td;
+  if (!create || tsd->state != TSD_NOMINAL) return td;
+  return tdata_create(tsd, td);
+}
+
+/* Thread exit: see tdata_retire_locked. */
 void prof_tdata_detach(tsd_t *tsd) {
   prof_tdata_t *td = tsd->prof_tdata;
   if (td == NULL) return;
   tsd->prof_tdata = NULL;
   nlock_lock(&prof_tdatas_lock);
-  atomic_store_explicit(&td->detached, true, memory_order_relaxed);
-  tdata_free_tab(td);
-  if (prof_tdata_live(td) == 0)
-    prof_tdata_destroy_locked(
-        td, !atomic_load_explicit(&td->expired, memory_order_relaxed));
+  tdata_retire_locked(td);
+  if (dead_sweep_due()) prof_dead_sweep_locked();
   nlock_unlock(&prof_tdatas_lock);
 }
 
-/* prof.reset: new rate, every tdata expired (left out of dumps from now
- * on; each thread replaces its own on its next sample), and the retired
- * cumulative counters cleared. Objects sampled before the reset are still
- * subtracted from their old tctx when freed. */
+/* The owner, after a dump: a tctx with nothing live and nothing allocated
+ * since that dump (which wrote its counts) is freed; its counts stay in
+ * the gctx. The table is rebuilt without it, and the walk cache and
+ * `last` forget it. */
+void prof_tdata_sweep(prof_tdata_t *td) {
+  atomic_fetch_and_explicit(&td->attn, (uint8_t)~PROF_ATTN_SWEEP,
+                            memory_order_relaxed);
+  nlock_lock(&prof_tdatas_lock);
+  bool fold = !atomic_load_explicit(&td->rec.expired, memory_order_relaxed);
+  size_t freed = 0, left = 0;
+  prof_tctx_t *t = atomic_load_explicit(&td->rec.tctxs, memory_order_relaxed);
+  prof_tctx_t *keep = NULL, **tail = &keep;
+  while (t) {
+    prof_tctx_t *nx = t->next;
+    if (atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed) ==
+            t->dumped &&
+        tctx_idle(t)) {
+      if (td->last == t) td->last = NULL;
+      for (int i = 0; i < PROF_WALKS; i++)
+        if (td->walks[i].tctx == t) td->walks[i].tctx = NULL;
+      tctx_free(t, fold);
+      freed++;
+    } else {
+      *tail = t;
+      tail = &t->next;
+      left++;
+    }
+    t = nx;
+  }
+  *tail = NULL;
+  atomic_store_explicit(&td->rec.tctxs, keep, memory_order_release);
+  atomic_store_explicit(&td->rec.ntctx, left, memory_order_relaxed);
+  if (freed > 0) {
+    size_t cap = 64;
+    while (cap < 2 * (left + 1)) cap *= 2;
+    tab_rebuild(td, cap);
+  }
+  nlock_unlock(&prof_tdatas_lock);
+}
+
+/* prof.reset: new rate, every record expired (left out of dumps from now
+ * on; each thread replaces its tdata on its next sample), and the
+ * cumulative counts kept in the gctxs forgotten. Objects sampled before
+ * the reset are still subtracted from their old tctx when freed. */
 void prof_reset(unsigned lg) {
   nlock_lock(&prof_dump_lock);
   nlock_lock(&prof_tdatas_lock);
   atomic_store_explicit(&prof_lg_sample, lg, memory_order_relaxed);
-  prof_tdata_t *td = prof_tdatas;
-  while (td) {
-    prof_tdata_t *nx = td->next;
-    atomic_store_explicit(&td->expired, true, memory_order_relaxed);
-    if (atomic_load_explicit(&td->detached, memory_order_relaxed) &&
-        prof_tdata_live(td) == 0)
-      prof_tdata_destroy_locked(td, false);
-    td = nx;
+  atomic_fetch_add_explicit(&prof_reset_gen, 1, memory_order_relaxed);
+  for (prof_trec_t *r = prof_tdatas; r; r = r->next) {
+    atomic_store_explicit(&r->expired, true, memory_order_relaxed);
+    atomic_fetch_or_explicit(&((prof_tdata_t *)r)->attn, PROF_ATTN_EXPIRED,
+                             memory_order_relaxed);
   }
+  for (prof_trec_t *r = prof_dead; r; r = r->next)
+    atomic_store_explicit(&r->expired, true, memory_order_relaxed);
+  prof_dead_sweep_locked();
   for (prof_gctx_t *g = atomic_load_explicit(&prof_gctx_all,
                                              memory_order_acquire);
-       g; g = g->next_all)
-    for (int i = 0; i < C_N; i++)
-      atomic_store_explicit(&g->retired[i], 0, memory_order_relaxed);
+       g; g = g->next_all) {
+    ret_free_all(g);
+    g->ret_new = false;
+  }
+  prof_peak_reset();
   nlock_unlock(&prof_tdatas_lock);
   nlock_unlock(&prof_dump_lock);
 }
 
 /* In the child of fork() only the forking thread lives on: every other
- * tdata now belongs to a thread that no longer exists. */
+ * thread's tdata now belongs to a thread that no longer exists, and is
+ * retired as at thread exit. */
 void prof_data_postfork_child(tsd_t *tsd) {
-  for (prof_tdata_t *td = prof_tdatas; td; td = td->next) {
-    if (td == tsd->prof_tdata) continue;
-    if (!atomic_load_explicit(&td->detached, memory_order_relaxed)) {
-      atomic_store_explicit(&td->detached, true, memory_order_relaxed);
-      tdata_free_tab(td);
-    }
+  prof_trec_t *r = prof_tdatas;
+  while (r) {
+    prof_trec_t *nx = r->next;
+    if ((void *)r != tsd->prof_tdata) tdata_retire_locked((prof_tdata_t *)r);
+    r = nx;
   }
 }

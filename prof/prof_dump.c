@@ -1,28 +1,38 @@
-/* prof_dump.c -- writing a heap profile, and the exit leak report.
+/* prof_dump.c -- writing a heap profile (now, or the peak one).
  *
  * A dump runs in passes, as jemalloc's prof_dump does, but the tables are
  * shaped so that it needs no pinning and holds a lock malloc wants only for
  * the copy:
- *   1. snapshot (prof_tdatas_lock held, no I/O): copy every live tdata's
- *      tctx counters and every gctx's retired counters into a private array
- *      (base_alloc'd), note the dead threads this dump may free, then free
- *      them (their totals folded into the gctxs);
- *   2. sort the copy by (stack, thread) with no lock held;
+ *   1. snapshot (prof_tdatas_lock held, no I/O): copy every thread
+ *      record's tctx counters (live threads and exited ones whose objects
+ *      are still live) and every gctx's reclaimed counts into a private
+ *      array, note in each tctx what this dump saw (its owner may then
+ *      reclaim it if it stays idle), and sweep the exited threads' empty
+ *      records;
+ *   2. sort the copy by (stack, size bucket, thread) with no lock held;
  *   3. write it (only prof_dump_lock held, which malloc never takes),
- *      then the process's mappings copied verbatim from /proc/self/maps.
- * Other threads keep allocating and freeing meanwhile: gctxs are immortal,
- * and tctx counters are read with atomic loads.
+ *      then the process's mappings copied verbatim from /proc/self/maps;
+ *   4. free the gctxs nothing points to any more, whose counts are now
+ *      written (prof_gctx_reap_locked): gctxs are freed only here, so the
+ *      pointers the copy holds stay valid through passes 2 and 3.
+ * Other threads keep allocating and freeing meanwhile; tctx counters are
+ * read with atomic loads.
  *
  * Formats (reference §0-§1): gperftools text (`heap profile: ... @
  * heapprofile` when every allocation is recorded, `@ heap_v2/R` when
- * sampling, lines pre-biased so the readers' unbiasing gives our
- * estimates back), or jemalloc's threaded heap_v2 text for jeprof --thread.
+ * sampling), or jemalloc's threaded heap_v2 text for jeprof --thread.
+ * When sampling, each stack gets one line per size bucket (prof_bkt), with
+ * counts pre-biased (prof_invert) so that the readers' per-line unbiasing,
+ * which assumes one object size per line, gives our estimates back: a
+ * stack that allocates 16 B and 1 KiB objects keeps both right.
+ *
+ * Files are created with O_NOFOLLOW and mode 0600 (a dump holds code
+ * addresses and the memory map), automatic names also with O_EXCL.
  * Output goes through a static 64 KiB buffer and write(2): no stdio, no
  * malloc. */
 #define _GNU_SOURCE
 #include "prof_internal.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,7 +43,8 @@ nlock_t prof_dump_lock = NLOCK_INITIALIZER(LOCK_PROF_DUMP);
 
 typedef struct rec_s {
   prof_gctx_t *g;
-  uint64_t uid; /* UID_RETIRED: the gctx's retired counters */
+  uint64_t uid; /* UID_RETIRED: counts of reclaimed tctxs (g->ret) */
+  unsigned bkt;
   prof_cnt_t cur, acc;
 } rec_t;
 
@@ -49,6 +60,7 @@ typedef struct snap_s {
   thr_t *thr;
   size_t nthr, capthr;
   unsigned lg;
+  bool peak;
 } snap_t;
 
 /* ---- number formatting -------------------------------------------------- */
@@ -162,20 +174,76 @@ static void cnt_add(prof_cnt_t *a, const prof_cnt_t *b) {
 }
 
 static void snap_free(snap_t *s) {
-  base_free(s->recs, s->caprec * sizeof *s->recs);
-  base_free(s->thr, s->capthr * sizeof *s->thr);
+  prof_mem_free(s->recs, s->caprec * sizeof *s->recs, PM_DUMP);
+  prof_mem_free(s->thr, s->capthr * sizeof *s->thr, PM_DUMP);
   s->recs = NULL;
   s->thr = NULL;
 }
 
-static bool snap_take(snap_t *s) {
+/* One thread record's rows (the orphans' record has no thread row, and
+ * may hold tctxs from before a prof.reset, left out). A normal dump notes
+ * in each tctx that it saw it idle (nothing live): if nothing is allocated
+ * from it until its owner next samples, the owner reclaims it, and the
+ * next dump no longer shows it (prof_internal.h). */
+static void snap_trec(snap_t *s, prof_trec_t *r, const prof_peak_view_t *pv) {
+  thr_t scratch, *th = &scratch;
+  if (r != &prof_orphans) th = &s->thr[s->nthr++];
+  memset(th, 0, sizeof *th);
+  th->uid = r->uid;
+  memcpy(th->name, r->name, sizeof th->name);
+  unsigned gen = atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
+  for (prof_tctx_t *t = atomic_load_explicit(&r->tctxs, memory_order_acquire);
+       t; t = t->next) {
+    prof_cnt_t cur, acc;
+    if (t->gen != (uint16_t)gen) continue;
+    if (s->peak) {
+      prof_peak_read(pv, t, &cur);
+      acc = cur;
+    } else {
+      prof_tctx_read(t, &cur, &acc);
+      t->dumped = cur.v[C_OBJS] == 0 ? acc.v[C_OBJS] : UINT64_MAX;
+    }
+    cnt_add(&th->cur, &cur);
+    cnt_add(&th->acc, &acc);
+    if (s->nrec < s->caprec && (cur.v[C_OBJS] || acc.v[C_OBJS])) {
+      rec_t *x = &s->recs[s->nrec++];
+      x->g = t->gctx;
+      x->uid = r->uid;
+      x->bkt = t->bkt;
+      x->cur = cur;
+      x->acc = acc;
+    }
+  }
+}
+
+/* What reclaimed tctxs left in the gctxs. A gctx nothing points to whose
+ * counts the previous dump wrote is left out: nothing happened to it since,
+ * and it is freed after this dump (prof_gctx_reap_locked). */
+static void snap_ret(snap_t *s) {
+  nlock_lock(&prof_gctx_lock); /* for nref */
+  for (prof_gctx_t *g = atomic_load_explicit(&prof_gctx_all,
+                                             memory_order_acquire);
+       g; g = g->next_all) {
+    g->idle = !g->ret_new && g->nref == 0;
+    if (g->idle) continue;
+    g->ret_new = false;
+    for (prof_ret_t *r = g->ret; r && s->nrec < s->caprec; r = r->next) {
+      rec_t x = {g, UID_RETIRED, r->bkt, {{0}}, {{0}}};
+      for (int i = 0; i < C_N; i++) x.acc.v[i] = r->acc[i];
+      if (x.acc.v[C_OBJS]) s->recs[s->nrec++] = x;
+    }
+  }
+  nlock_unlock(&prof_gctx_lock);
+}
+
+static bool snap_take(snap_t *s, bool peak) {
   memset(s, 0, sizeof *s);
   for (;;) {
-    size_t nt = atomic_load(&prof_ntctx_total) + atomic_load(&prof_ngctx_total);
+    size_t nt = atomic_load(&prof_ntctx_total) + atomic_load(&prof_nret_total);
     s->caprec = nt + nt / 4 + 256;
     s->capthr = atomic_load(&prof_ntdata_total) + 64;
-    s->recs = base_alloc(s->caprec * sizeof *s->recs);
-    s->thr = base_alloc(s->capthr * sizeof *s->thr);
+    s->recs = prof_mem_alloc(s->caprec * sizeof *s->recs, PM_DUMP);
+    s->thr = prof_mem_alloc(s->capthr * sizeof *s->thr, PM_DUMP);
     if (s->recs == NULL || s->thr == NULL) {
       snap_free(s);
       return false;
@@ -186,60 +254,31 @@ static bool snap_take(snap_t *s) {
     snap_free(s);
   }
   s->lg = atomic_load(&prof_lg_sample);
-  /* Pass 1: tdatas. Expired ones (before a prof.reset) are left out. */
-  for (prof_tdata_t *td = prof_tdatas; td; td = td->next) {
-    td->reclaim = false;
-    if (atomic_load_explicit(&td->expired, memory_order_relaxed)) {
-      if (atomic_load_explicit(&td->detached, memory_order_relaxed) &&
-          prof_tdata_live(td) == 0)
-        td->reclaim = true;
-      continue;
-    }
-    thr_t *th = &s->thr[s->nthr++];
-    th->uid = td->uid;
-    memcpy(th->name, td->name, sizeof th->name);
-    for (prof_tctx_t *t = atomic_load_explicit(&td->tctxs,
-                                               memory_order_acquire);
-         t; t = t->next) {
-      prof_cnt_t cur, acc;
-      prof_tctx_read(t, &cur, &acc);
-      cnt_add(&th->cur, &cur);
-      cnt_add(&th->acc, &acc);
-      if (s->nrec < s->caprec && (cur.v[C_OBJS] || acc.v[C_OBJS])) {
-        rec_t *r = &s->recs[s->nrec++];
-        r->g = t->gctx;
-        r->uid = td->uid;
-        r->cur = cur;
-        r->acc = acc;
-      }
-    }
-    /* A thread that is gone and holds nothing live has now been dumped
-     * one last time. */
-    if (atomic_load_explicit(&td->detached, memory_order_relaxed) &&
-        th->cur.v[C_OBJS] == 0)
-      td->reclaim = true;
+  s->peak = peak;
+  prof_peak_view_t pv = prof_peak_view();
+  /* Expired records (before a prof.reset) are left out. */
+  for (prof_trec_t *r = prof_tdatas; r; r = r->next) {
+    if (atomic_load_explicit(&r->expired, memory_order_relaxed)) continue;
+    snap_trec(s, r, &pv);
+    if (!peak) /* its owner reclaims what stays idle until it next samples */
+      atomic_fetch_or_explicit(&((prof_tdata_t *)r)->attn, PROF_ATTN_SWEEP,
+                               memory_order_relaxed);
   }
-  /* Pass 2: what dead threads left in the gctxs (read before this dump's
-   * own reclaiming adds to it, so nothing is counted twice). */
-  for (prof_gctx_t *g = atomic_load_explicit(&prof_gctx_all,
-                                             memory_order_acquire);
-       g && s->nrec < s->caprec; g = g->next_all) {
-    rec_t r = {g, UID_RETIRED, {{0}}, {{0}}};
-    bool any = false;
-    for (int i = 0; i < C_N; i++) {
-      r.acc.v[i] = atomic_load_explicit(&g->retired[i], memory_order_relaxed);
-      any |= r.acc.v[i] != 0;
+  for (prof_trec_t *r = prof_dead; r; r = r->next)
+    if (!atomic_load_explicit(&r->expired, memory_order_relaxed))
+      snap_trec(s, r, &pv);
+  snap_trec(s, &prof_orphans, &pv);
+  if (!peak) {
+    snap_ret(s);
+    /* exited threads, now shown: keep their tctxs, not their records */
+    prof_trec_t *r = prof_dead;
+    while (r) {
+      prof_trec_t *nx = r->next;
+      if (!atomic_load_explicit(&r->expired, memory_order_relaxed))
+        prof_dead_orphan_locked(r);
+      r = nx;
     }
-    if (any) s->recs[s->nrec++] = r;
-  }
-  /* Pass 3: free the dead threads this dump was the last to show. */
-  prof_tdata_t *td = prof_tdatas;
-  while (td) {
-    prof_tdata_t *nx = td->next;
-    if (td->reclaim)
-      prof_tdata_destroy_locked(
-          td, !atomic_load_explicit(&td->expired, memory_order_relaxed));
-    td = nx;
+    prof_dead_sweep_locked();
   }
   nlock_unlock(&prof_tdatas_lock);
   return true;
@@ -249,6 +288,7 @@ static bool snap_take(snap_t *s) {
 
 static bool rec_less(const rec_t *a, const rec_t *b) {
   if (a->g->id != b->g->id) return a->g->id < b->g->id;
+  if (a->bkt != b->bkt) return a->bkt < b->bkt;
   return a->uid < b->uid;
 }
 
@@ -300,21 +340,24 @@ static void wr_stack(const prof_gctx_t *g) {
   wr_str("@");
   for (unsigned i = 0; i < g->nframes; i++) {
     wr_str(" ");
-    wr_hex((uint64_t)(uintptr_t)g->pcs[i]);
+    wr_hex((uint64_t)(uintptr_t)prof_gctx_pc(g, i));
   }
 }
 
-/* Calls fn for each stack of the (sorted) snapshot with its summed
- * counters and its records [b, e). */
+/* Calls fn for each line of the (sorted) snapshot, a (stack, size
+ * bucket), or with `by_stack` each stack, with its summed counters and its
+ * records [b, e). */
 typedef void (*group_fn)(const snap_t *s, const rec_t *b, const rec_t *e,
                          const prof_cnt_t *cur, const prof_cnt_t *acc,
                          void *arg);
-static void for_each_stack(const snap_t *s, group_fn fn, void *arg) {
+static void for_each_line(const snap_t *s, bool by_stack, group_fn fn,
+                          void *arg) {
   size_t i = 0;
   while (i < s->nrec) {
     size_t j = i;
     prof_cnt_t cur = {{0}}, acc = {{0}};
-    while (j < s->nrec && s->recs[j].g == s->recs[i].g) {
+    while (j < s->nrec && s->recs[j].g == s->recs[i].g &&
+           (by_stack || s->recs[j].bkt == s->recs[i].bkt)) {
       cnt_add(&cur, &s->recs[j].cur);
       cnt_add(&acc, &s->recs[j].acc);
       j++;
@@ -347,7 +390,7 @@ static void gp_line(const snap_t *s, const rec_t *b, const rec_t *e,
 
 static void write_gperftools(const snap_t *s) {
   uint64_t tot[4] = {0, 0, 0, 0};
-  for_each_stack(s, gp_total, tot);
+  for_each_line(s, false, gp_total, tot);
   wr_str("heap profile: ");
   wr_counts(tot);
   if (s->lg == 0) {
@@ -357,7 +400,7 @@ static void write_gperftools(const snap_t *s) {
     wr_u64((uint64_t)1 << s->lg);
     wr_str("\n");
   }
-  for_each_stack(s, gp_line, NULL);
+  for_each_line(s, false, gp_line, NULL);
 }
 
 static void je_line(const snap_t *s, const rec_t *b, const rec_t *e,
@@ -409,97 +452,66 @@ static void write_jemalloc(const snap_t *s) {
     }
     wr_str("\n");
   }
-  for_each_stack(s, je_line, NULL);
+  for_each_line(s, false, je_line, NULL);
 }
 
-/* ---- leak report -------------------------------------------------------- */
-
-#define LEAK_TOP 5
-typedef struct leak_s {
-  uint64_t objs, bytes, stacks;
-  struct {
-    const prof_gctx_t *g;
-    uint64_t objs, bytes;
-  } top[LEAK_TOP];
-} leak_t;
+/* ---- leak summary ------------------------------------------------------- */
 
 static void leak_group(const snap_t *s, const rec_t *b, const rec_t *e,
                        const prof_cnt_t *cur, const prof_cnt_t *acc,
                        void *arg) {
   (void)e, (void)acc;
-  leak_t *l = arg;
+  prof_leak_t *l = arg;
   if (cur->v[C_OBJS] == 0) return;
   uint64_t o = s->lg == 0 ? cur->v[C_OBJS] : cur->v[C_UOBJS] >> PROF_FP;
   uint64_t by = s->lg == 0 ? cur->v[C_BYTES] : cur->v[C_UBYTES];
   l->objs += o;
   l->bytes += by;
   l->stacks++;
-  int k = LEAK_TOP;
-  while (k > 0 && (l->top[k - 1].g == NULL || l->top[k - 1].bytes < by)) k--;
-  if (k == LEAK_TOP) return;
-  for (int j = LEAK_TOP - 1; j > k; j--) l->top[j] = l->top[j - 1];
-  l->top[k].g = b->g;
+  unsigned k = l->ntop;
+  while (k > 0 && l->top[k - 1].bytes < by) k--;
+  if (k == PROF_LEAK_TOP) return;
+  if (l->ntop < PROF_LEAK_TOP) l->ntop++;
+  for (unsigned j = l->ntop - 1; j > k; j--) l->top[j] = l->top[j - 1];
   l->top[k].objs = o;
   l->top[k].bytes = by;
-}
-
-static size_t put(char *buf, size_t at, size_t cap, const char *s) {
-  while (*s && at + 1 < cap) buf[at++] = *s++;
-  buf[at] = 0;
-  return at;
-}
-
-static void leak_report(const snap_t *s) {
-  leak_t l;
-  memset(&l, 0, sizeof l);
-  for_each_stack(s, leak_group, &l);
-  nalloc_log("Leak summary: %llu bytes in %llu objects from %llu stacks "
-             "(%s, lg_prof_sample %u)",
-             (unsigned long long)l.bytes, (unsigned long long)l.objs,
-             (unsigned long long)l.stacks,
-             s->lg == 0 ? "exact" : "sampled estimate", s->lg);
-  for (int k = 0; k < LEAK_TOP && l.top[k].g; k++) {
-    char line[900], num[24];
-    size_t at = 0;
-    for (unsigned i = 0; i < l.top[k].g->nframes && i < 8; i++) {
-      void *pc = l.top[k].g->pcs[i];
-      if (i) at = put(line, at, sizeof line, " <- ");
-      num[prof_fmt_hex(num, (uint64_t)(uintptr_t)pc)] = 0;
-      at = put(line, at, sizeof line, num);
-      Dl_info di;
-      /* dladdr knows exported symbols only; enough for a hint, the
-       * profile written next has the full picture. */
-      if (dladdr((char *)pc - 1, &di) && di.dli_sname) {
-        at = put(line, at, sizeof line, " ");
-        at = put(line, at, sizeof line, di.dli_sname);
-      }
-    }
-    nalloc_log("  #%d: %llu bytes in %llu objects at %s", k + 1,
-               (unsigned long long)l.top[k].bytes,
-               (unsigned long long)l.top[k].objs, line);
-  }
+  unsigned n = b->g->nframes < PROF_LEAK_FRAMES ? b->g->nframes : PROF_LEAK_FRAMES;
+  l->top[k].nframes = n;
+  memcpy(l->top[k].pcs, b->g->pcs, n * sizeof(void *));
 }
 
 /* ---- entry point -------------------------------------------------------- */
 
-int prof_dump_file(const char *path, bool leak) {
+/* O_NOFOLLOW: a symlink planted at the dump's path is refused (ELOOP), not
+ * followed to whatever it names; 0600: dumps hold code addresses and the
+ * memory map. */
+static int dump_open(const char *path, bool excl) {
+  int fl = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+  fl |= excl ? O_EXCL : O_TRUNC;
+  return open(path, fl, 0600);
+}
+
+int prof_dump_file(const char *path, unsigned flags, bool excl) {
   tsd_t *tsd = tsd_get();
+  bool leak = flags & PROF_DUMP_LEAK;
   tsd->reentrant++;
   nlock_lock(&prof_dump_lock);
   int err = 0, fd = -1;
-  if (path != NULL) {
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) err = errno;
-  }
+  if (path != NULL && (fd = dump_open(path, excl)) < 0) err = errno;
+  prof_leak_t lk;
+  memset(&lk, 0, sizeof lk);
   snap_t s;
   if (fd < 0 && !leak) goto out;
-  if (!snap_take(&s)) {
+  if (!snap_take(&s, flags & PROF_DUMP_PEAK)) {
     if (fd >= 0) close(fd);
     err = ENOMEM;
     goto out;
   }
   rec_sort(s.recs, s.nrec);
-  if (leak) leak_report(&s); /* even when the file cannot be written */
+  if (leak) { /* even when the file cannot be written */
+    lk.lg = s.lg;
+    for_each_line(&s, true, leak_group, &lk);
+  }
   if (fd >= 0) {
     wr.fd = fd;
     wr.err = 0;
@@ -514,8 +526,17 @@ int prof_dump_file(const char *path, bool leak) {
     if (close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
   }
   snap_free(&s);
+  if (!(flags & PROF_DUMP_PEAK)) {
+    nlock_lock(&prof_tdatas_lock);
+    nlock_lock(&prof_gctx_lock);
+    prof_gctx_reap_locked();
+    nlock_unlock(&prof_gctx_lock);
+    nlock_unlock(&prof_tdatas_lock);
+  }
 out:
   nlock_unlock(&prof_dump_lock);
+  /* outside the locks: the report may start nalloc-prof */
+  if (leak) prof_leak_report(&lk, fd >= 0 && err == 0 ? path : NULL);
   tsd->reentrant--;
   return err;
 }
@@ -529,7 +550,7 @@ int prof_dump_fd(int fd) {
   nlock_lock(&prof_dump_lock);
   snap_t s;
   int err = ENOMEM;
-  if (snap_take(&s)) {
+  if (snap_take(&s, false)) {
     rec_sort(s.recs, s.nrec);
     wr.fd = fd;
     wr.err = 0;

@@ -49,6 +49,12 @@ void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size);
 /* Subtracts one object of `size` bytes from tctx; any thread may call. */
 void prof_sample_free(void *tctx, size_t size);
 
+/* Bytes the profiler has mapped for its own records (prof_mem.c, not
+ * base_alloc): part of stats.metadata. */
+size_t prof_stats_mapped(void);
+/* One stats_print line: where the profiler's own memory goes. */
+void prof_stats_print(void);
+
 /* Thread exit (from the allocator's TSD destructor). */
 void prof_thread_exit(tsd_t *tsd);
 

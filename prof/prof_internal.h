@@ -1,30 +1,80 @@
 /* prof_internal.h -- what the profiler's own files share: options, the
- * three record types (gctx, tdata, tctx), locks, and the functions each
- * prof_*.c file offers the others. alloc/ never includes this; it sees only
- * prof_hook.h.
+ * record types (gctx, thread record, tdata, tctx), locks, and the
+ * functions each prof_*.c file offers the others. alloc/ never includes
+ * this; it sees only prof_hook.h.
  *
- * Ownership and locking in one place (the "why" behind every file):
- *   gctx  one per unique backtrace, in a global hash (prof_gctx_lock) and
- *         on an append-only list that dumps read without a lock. A gctx is
- *         never freed, so a dump never has to pin it; memory grows with the
- *         number of distinct stacks, as gperftools' buckets do.
- *   tdata one per thread (and per thread after each prof.reset), on the
- *         tdatas list (prof_tdatas_lock). Its bt->tctx hash is private to
- *         the owning thread: no lock on the sampled path.
- *   tctx  counters of one backtrace as allocated by one thread. The owner
- *         thread is the only writer of its `alloc` and `freed` counters
- *         (plain load+store through relaxed atomics: no locked instruction
- *         in exact mode); frees from other threads add to the separate
- *         `remote` counters with atomic fetch_add. Live = alloc - freed -
- *         remote, and alloc is also the cumulative total, so a malloc
- *         and a free each move two counters. We chose this over
- *         jemalloc's "tdata lock around every update" because an exact
- *         profile updates counters on every malloc and free, and an
- *         uncontended lock pair costs more than the whole counter update.
- *         A tctx lives as long as its tdata.
- * Lock order: prof_dump_lock < prof_tdatas_lock < prof_gctx_lock < base.
- * None of them is taken on the allocation path except on a thread's first
- * sample (tdata creation) and a thread's first sample of a new stack. */
+ * Ownership, lifetimes and locking in one place (the "why" behind every
+ * file). All records come from prof_mem.c (never the profiled heap), which
+ * gives the pages of freed records back to the OS.
+ *   gctx  one per unique backtrace, in a global hash and on a global list
+ *         (both prof_gctx_lock; dumps also read the list under
+ *         prof_tdatas_lock, new ones are pushed at its head with release).
+ *         `nref` counts the tctxs that point to it (prof_gctx_lock). `ret`
+ *         holds, per size bucket, the cumulative counts of its tctxs that
+ *         were reclaimed, so [alloc] totals survive them. A gctx with
+ *         nref 0 has nothing live and can gain nothing without a new tctx.
+ *         A dump that finds a gctx with nref 0 and nothing new in `ret`
+ *         since the previous dump (which wrote its final counts) leaves it
+ *         out and frees it: a stack leaves the dumps, [alloc] totals and
+ *         all, once a whole interval between two dumps passed with nothing
+ *         of it live and nothing allocated. Only dumps free gctxs, holding
+ *         every profiler lock, because a dump's sort and write phases use
+ *         gctx pointers after prof_tdatas_lock is released.
+ *   trec  a thread's record (uid, name, its tctxs): the first member of
+ *         its tdata while the thread lives; when the thread exits with
+ *         tctxs that still count live objects, they move to a small
+ *         standalone trec on the dead list (the 4 KB tdata is freed at
+ *         once). A standalone trec is freed with its last tctx, or once a
+ *         dump has shown it: its tctxs then move to prof_orphans, the one
+ *         record of exited threads' objects, which has no thread row.
+ *   tdata one per thread (and per thread after each prof.reset), owner
+ *         use only except the trec inside it. Its (stack, bucket) -> tctx
+ *         hash, its walk cache (prof_bt.c) and `last` are private to the
+ *         owner thread: no lock on the sampled path.
+ *   tctx  counters of one backtrace and size bucket (sampled mode; one
+ *         bucket in exact mode) as allocated by one thread. The owner is
+ *         the only writer of `alloc` and `freed` (relaxed load+store: no
+ *         locked instruction in exact mode); other threads' frees add to
+ *         `remote` with fetch_add. Live = alloc - freed - remote; alloc is
+ *         also the cumulative total. We chose this over jemalloc's "tdata
+ *         lock around every update" because an exact profile updates
+ *         counters on every malloc and free, and an uncontended lock pair
+ *         costs more than the whole counter update.
+ *
+ * When a tctx may be freed (reclaimed): a sampled slot of a live object
+ * holds a tctx pointer, and a free in flight on another thread may hold
+ * one it just took from a slot. So:
+ *   - a free's LAST touch of a tctx is its objects counter (the owner's
+ *     `freed[C_OBJS]` store, or `remote[C_OBJS]` fetch_add with release,
+ *     which is the last of the remote adds); everything else it reads or
+ *     writes (owner, lg, bucket, peak copy) comes before;
+ *   - a tctx is freed only with prof_tdatas_lock held, after reading
+ *     live == 0 under it: then no slot holds it and every free that
+ *     counted against it has made its last touch;
+ *   - and only by a thread that can be sure no new allocation will count
+ *     against it: its owner (a sweep of its own tctxs, which also clears
+ *     the owner-private table, walk cache and `last`), or anyone once the
+ *     owner has exited (dead list sweeps, dumps);
+ *   - a live-thread tctx is reclaimed when the last dump found nothing of
+ *     it live and nothing was allocated from it since (alloc[C_OBJS]
+ *     equals `dumped`, which that dump wrote): that dump showed it in its
+ *     final state. A dead thread's tctx is reclaimed as soon as nothing of
+ *     it is live. Either way its cumulative counts go to the gctx's `ret`,
+ *     so the stack's [alloc] totals stay whole while the gctx lives;
+ *   - never while it holds the peak profile's copy (pk_epoch current with
+ *     objects in pk).
+ * Ownership tests compare a tctx's owner with the calling thread's tdata
+ * address; a tdata lives as long as its thread (its trec may move, never
+ * its address while the thread runs), so the comparison cannot match a
+ * reused address during the call. A remote free never dereferences the
+ * owner (a record that may be freed under it): whether the owner has
+ * exited, it reads from the tctx's own `dead` flag.
+ *
+ * Lock order: prof_dump_lock < prof_tdatas_lock < prof_gctx_lock <
+ * prof_mem's lock < base. None is taken on the allocation path except on
+ * a thread's first sample (tdata creation), its first sample of a new
+ * stack and bucket, the owner's sweep after a dump, and a remote free that
+ * empties a dead thread's tctx (trylock only). */
 #ifndef PROF_INTERNAL_H
 #define PROF_INTERNAL_H
 
@@ -55,12 +105,22 @@ extern unsigned opt_prof_unwind;
 extern unsigned opt_prof_depth;
 extern unsigned opt_prof_format;
 extern int opt_prof_signal;
+extern bool opt_prof_peak;
+extern bool opt_prof_peak_final;
 
 /* ---- run-time switches (ctl) ------------------------------------------- */
 extern _Atomic bool prof_active;
 extern _Atomic bool prof_thread_active_init;
 extern _Atomic bool prof_gdump_on;
 extern _Atomic unsigned prof_lg_sample; /* changed only by prof.reset */
+/* Reasons to leave the plain exact-mode path, in one word that the
+ * sampled path reads once: */
+enum {
+  PROF_SLOW_GDUMP = 1,   /* prof.gdump on: track the live total */
+  PROF_SLOW_PENDING = 2, /* an automatic dump waits (prof_trigger.c) */
+  PROF_SLOW_PEAK = 4,    /* peak profile kept (prof_peak.c) */
+};
+extern _Atomic unsigned prof_slow;
 
 /* ---- records ------------------------------------------------------------ */
 /* One counter set: objects, requested bytes, and the unbiased estimates of
@@ -70,33 +130,96 @@ typedef struct prof_cnt_s {
   uint64_t v[C_N];
 } prof_cnt_t;
 
+/* Size buckets of requested sizes (sampled mode): 0-15 bytes one each,
+ * then four per doubling. The readers unbias each line by its average
+ * object size, so a line must not mix sizes far apart (issue 13): with a
+ * quarter of a doubling per line the average is within 25% of every size
+ * in it and the readers' estimate within rounding of ours. */
+#define PROF_NBKT 256
+static inline unsigned prof_bkt(size_t size) {
+  if (size < 16) return (unsigned)size;
+  unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+  return 16 + (lg - 4) * 4 + (unsigned)((size >> (lg - 2)) & 3);
+}
+
+/* Cumulative counts of a gctx's reclaimed tctxs, one per size bucket. */
+typedef struct prof_ret_s {
+  struct prof_ret_s *next;
+  unsigned bkt;
+  uint64_t acc[C_N];
+} prof_ret_t;
+
+/* The frames of a stack beyond its first PROF_LEAF, shared by every stack
+ * that ends the same way (interned; prof_gctx_lock). Deep stacks differ
+ * near the leaf and share their roots: CPython's 17k distinct stacks of
+ * 76 frames on average (1.3M frames, 10 MB) have 1k distinct tails past
+ * frame 16 (61k frames), so this keeps a quarter of the frames. */
+#define PROF_LEAF 16
+typedef struct prof_tail_s {
+  struct prof_tail_s *next_hash;
+  uint64_t hash;
+  size_t nref; /* gctxs using it */
+  unsigned n;
+  void *pcs[];
+} prof_tail_t;
+
 typedef struct prof_gctx_s {
   struct prof_gctx_s *next_all; /* global list, newest first */
   struct prof_gctx_s *next_hash;
   uint64_t id;   /* creation order: dumps sort by it */
   uint64_t hash;
-  /* cumulative counters of destroyed tdatas, so [alloc] totals survive the
-   * threads that made them (zeroed by prof.reset) */
-  _Atomic uint64_t retired[C_N];
-  unsigned nframes;
-  void *pcs[];
+  size_t nref;       /* tctxs pointing here (prof_gctx_lock) */
+  prof_ret_t *ret;   /* prof_tdatas_lock */
+  prof_tail_t *tail; /* frames PROF_LEAF.. (NULL: no more) */
+  bool ret_new;      /* ret holds counts no dump has written yet */
+  bool idle;         /* the last dump found nothing pointing here and
+                        nothing new in ret: reaped after it */
+  unsigned nframes;  /* all of them */
+  void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
 
-/* Three cache lines (base_alloc aligns them): what is read on every
- * update, the owner's counters, and other threads' counters, so that
- * neither another thread's tctx nor a remote free touches the line the
- * owner writes on each malloc and free. */
-struct prof_tdata_s;
+static inline void *prof_gctx_pc(const prof_gctx_t *g, unsigned i) {
+  return i < PROF_LEAF ? g->pcs[i] : g->tail->pcs[i - PROF_LEAF];
+}
+
+struct prof_tctx_s;
+/* A thread's record; see the ownership notes at the top. */
+typedef struct prof_trec_s {
+  struct prof_trec_s *next, *prev; /* live or dead list (prof_tdatas_lock) */
+  _Atomic(struct prof_tctx_s *) tctxs; /* newest first: the owner pushes
+                                          (release); unlinks hold
+                                          prof_tdatas_lock */
+  _Atomic size_t ntctx;
+  uint64_t uid;                    /* tN in the jemalloc format */
+  _Atomic bool detached;           /* standalone: the thread is gone */
+  _Atomic bool expired;            /* prof.reset since creation */
+  bool in_tdata;                   /* the first member of a tdata */
+  char name[PROF_NAME_MAX];        /* prof_tdatas_lock */
+} prof_trec_t;
+
+/* Three cache lines (prof_mem aligns them): what is read on every update,
+ * the owner's counters, and other threads' counters plus the peak copy,
+ * so that neither another thread's tctx nor a remote free touches the line
+ * the owner writes on each malloc and free. */
 typedef struct prof_tctx_s {
-  struct prof_tdata_s *tdata;
+  _Atomic(prof_trec_t *) owner;
   prof_gctx_t *gctx;
-  struct prof_tctx_s *next; /* tdata's list, published with release */
-  uint64_t hash;
+  struct prof_tctx_s *next; /* owner record's list, published with release */
+  uint64_t hash;            /* of (stack, bucket): the owner's table */
   unsigned lg;              /* sample rate its counters were made with */
+  uint8_t bkt;              /* size bucket (0 in exact mode) */
+  _Atomic bool dead;        /* its thread has exited: alloc and freed are
+                               frozen (set with release) */
+  uint16_t gen;             /* prof_reset_gen when made: older ones were
+                               forgotten by prof.reset */
+  _Atomic uint64_t pk_epoch; /* pk[] holds the live counts at this peak */
+  uint64_t dumped;          /* alloc[C_OBJS] when the last dump found
+                               nothing live; UINT64_MAX: it did not */
   _Alignas(CACHELINE) _Atomic uint64_t alloc[C_N]; /* allocated ever, owner only */
   _Atomic uint64_t freed[C_N];  /* freed by the owner, owner only */
   _Alignas(CACHELINE) _Atomic uint64_t remote[C_N]; /* freed by other threads
                                                        (fetch_add) */
+  _Atomic uint64_t pk[C_N]; /* live at the peak (prof_peak.c) */
 } prof_tctx_t;
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
@@ -114,36 +237,47 @@ typedef struct {
   prof_walk_word_t word[PROF_WALK_WORDS];
 } prof_walk_t;
 
+/* prof_tdata_t.attn: the owner's sampled path reads this one word and
+ * looks further only when it is not 0. */
+enum { PROF_ATTN_EXPIRED = 1, PROF_ATTN_SWEEP = 2 };
+
 typedef struct prof_tdata_s {
-  /* on lines of its own (base_alloc): the owner writes it when sampling */
-  _Alignas(CACHELINE) struct prof_tdata_s *next, *prev; /* tdatas list
-                                                 (prof_tdatas_lock) */
-  uint64_t uid;                     /* tN in the jemalloc format */
-  unsigned lg;
+  prof_trec_t rec;                  /* first: tctx owner == this address */
+  /* on lines of its own (prof_mem): the owner writes them when sampling */
+  _Alignas(CACHELINE) _Atomic uint8_t attn; /* PROF_ATTN_* */
   bool exact;                       /* lg 0 and no interval dumps: every
                                        request is sampled, nothing drawn */
+  uint8_t want_bkt;                 /* bucket of the request being sampled */
+  unsigned lg;
   _Atomic bool active;              /* thread.prof.active */
-  _Atomic bool detached;            /* thread gone (or replaced) */
-  _Atomic bool expired;             /* prof.reset since creation */
-  bool reclaim;                     /* dump: free after this snapshot */
   uint64_t prng;
   int64_t last_wait;                /* countdown we handed out last */
   uint64_t iacc;                    /* bytes not yet added to the interval */
+  int64_t pk_d, pk_hi, pk_lo;       /* peak: unpublished live bytes and the
+                                       bounds that call prof_peak.c */
   uintptr_t stk_lo, stk_hi;         /* stack mapping, for the fp walker */
   uintptr_t code_seen[64];          /* fp walker: return addresses known to
                                        be code (direct-mapped by address) */
   uintptr_t code_bad;               /* fp walker: the last one that was not */
-  prof_tctx_t **tab;                /* owner-private bt -> tctx hash */
+  prof_tctx_t **tab;                /* owner-private (bt, bucket) -> tctx */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
   size_t tab_cap, tab_n;
-  _Atomic(prof_tctx_t *) tctxs;     /* every tctx, newest first */
-  _Atomic size_t ntctx;
-  char name[PROF_NAME_MAX];         /* prof_tdatas_lock */
 } prof_tdata_t;
 
 extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
+
+/* ---- prof_mem.c --------------------------------------------------------- */
+enum { PM_GCTX, PM_TCTX, PM_TDATA, PM_TREC, PM_TAB, PM_DUMP, PM_NKINDS };
+#define PROF_MEM_SLAB_MAX ((size_t)8 << 10)
+void *prof_mem_alloc(size_t size, unsigned kind); /* zeroed, 64-aligned */
+void prof_mem_free(void *p, size_t size, unsigned kind);
+size_t prof_mem_mapped(void);
+size_t prof_mem_used(unsigned kind);
+void prof_mem_prefork(void);
+void prof_mem_postfork_parent(void);
+void prof_mem_postfork_child(void);
 
 /* ---- prof_math.c -------------------------------------------------------- */
 double prof_ln(double x);
@@ -270,21 +404,70 @@ void prof_cfi_postfork_child(void);
 
 /* ---- prof_data.c -------------------------------------------------------- */
 prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);
+/* The tctx of (pcs, td->want_bkt), made if new (NULL: out of memory). */
 prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n);
+/* The tctx of the same stack as `any`, in size bucket bkt. */
+prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
+                              unsigned bkt);
 void prof_tdata_detach(tsd_t *tsd);
-uint64_t prof_tdata_live(prof_tdata_t *td);
-void prof_tdata_destroy_locked(prof_tdata_t *td, bool fold);
+/* Owner: reclaim the tctxs that a dump found idle (PROF_ATTN_SWEEP). */
+void prof_tdata_sweep(prof_tdata_t *td);
+/* A remote free made a dead thread's tctx empty: maybe sweep (trylock). */
+void prof_dead_zeroed(void);
+/* With prof_tdatas_lock: free the dead threads' empty tctxs and records. */
+void prof_dead_sweep_locked(void);
+/* With prof_tdatas_lock and prof_gctx_lock (a dump, after writing): free
+ * the gctxs nothing points to whose counts have been written. */
+void prof_gctx_reap_locked(void);
+/* cur: live counts; acc (optional): allocated ever. */
 void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc);
 void prof_reset(unsigned lg);
-extern prof_tdata_t *prof_tdatas;          /* prof_tdatas_lock */
+extern prof_trec_t *prof_tdatas; /* live threads (prof_tdatas_lock) */
+extern prof_trec_t *prof_dead;   /* standalone records of exited threads */
+extern prof_trec_t prof_orphans; /* exited threads' tctxs, once dumped */
+extern _Atomic unsigned prof_reset_gen;
+/* A dump has shown the dead record r: its tctxs go to prof_orphans and r
+ * is freed (prof_tdatas_lock). */
+void prof_dead_orphan_locked(prof_trec_t *r);
 extern _Atomic(prof_gctx_t *) prof_gctx_all;
-extern _Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total;
+extern _Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total,
+    prof_nret_total;
 void prof_data_postfork_child(tsd_t *tsd);
 
+/* ---- prof_peak.c -------------------------------------------------------- */
+extern _Atomic uint64_t prof_pk_epoch;
+#define PROF_PK_BUSY UINT64_MAX
+void prof_peak_boot(void);
+void prof_peak_copy(prof_tctx_t *t);
+/* Before a tctx's counts change: keep its live counts of the peak. */
+static NALLOC_ALWAYS_INLINE void prof_peak_cow(prof_tctx_t *t) {
+  if (unlikely(atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
+               atomic_load_explicit(&prof_pk_epoch, memory_order_relaxed)))
+    prof_peak_copy(t);
+}
+void prof_peak_rise(prof_tdata_t *td);            /* td->pk_d > td->pk_hi */
+void prof_peak_fall(prof_tdata_t *td, int64_t s); /* td->pk_d < td->pk_lo */
+/* A free of `bytes` by a thread without a tdata. */
+void prof_peak_sub_global(int64_t bytes);
+void prof_peak_detach(prof_tdata_t *td);
+void prof_peak_reset(void);
+/* For a dump of the peak: read once, then prof_peak_read per tctx. */
+typedef struct {
+  bool now;       /* the current state is the peak */
+  uint64_t epoch;
+} prof_peak_view_t;
+prof_peak_view_t prof_peak_view(void);
+void prof_peak_read(const prof_peak_view_t *v, prof_tctx_t *t,
+                    prof_cnt_t *cur);
+bool prof_peak_held(prof_tctx_t *t); /* the peak copy needs t */
+int64_t prof_peak_bytes(void);       /* live bytes at the peak (estimate) */
+
 /* ---- prof_dump.c -------------------------------------------------------- */
+enum { PROF_DUMP_NOW = 0, PROF_DUMP_PEAK = 1, PROF_DUMP_LEAK = 2 };
 /* Writes a profile to `path`: 0 or an errno value (the open/write error).
- * With `leak`, first prints the leak summary from the same snapshot. */
-int prof_dump_file(const char *path, bool leak);
+ * `flags`: PROF_DUMP_PEAK writes the peak profile; PROF_DUMP_LEAK first
+ * prints the leak summary. `excl`: the name was made up by us (O_EXCL). */
+int prof_dump_file(const char *path, unsigned flags, bool excl);
 /* The same profile (gperftools format) to an open descriptor, left open:
  * 0 or an errno value. For the HTTP server (prof_http.c). */
 int prof_dump_fd(int fd);
@@ -292,13 +475,37 @@ int prof_dump_fd(int fd);
 size_t prof_fmt_u64(char *buf, uint64_t v);
 size_t prof_fmt_hex(char *buf, uint64_t v);
 
+/* ---- prof_leak.c -------------------------------------------------------- */
+/* What is still live at exit, from the final dump's snapshot: totals and
+ * the biggest stacks (their first frames copied: the gctxs may be gone by
+ * the time the report is printed). */
+#define PROF_LEAK_TOP 5
+#define PROF_LEAK_FRAMES 8 /* at most PROF_LEAF: copied from gctx->pcs */
+typedef struct {
+  uint64_t objs, bytes, stacks;
+  unsigned lg;
+  struct {
+    uint64_t objs, bytes;
+    unsigned nframes;
+    void *pcs[PROF_LEAK_FRAMES];
+  } top[PROF_LEAK_TOP];
+  unsigned ntop;
+} prof_leak_t;
+/* Prints the leak report; `path`: the final dump (NULL: none written). */
+void prof_leak_report(const prof_leak_t *l, const char *path);
+void prof_leak_boot(void);
+
 /* ---- prof_trigger.c ----------------------------------------------------- */
 int prof_dump_request(const char *path); /* prof.dump ctl */
+int prof_dump_peak_request(const char *path); /* prof.dump_peak ctl */
 void prof_triggers_boot_late(void);
 void prof_interval_account(tsd_t *tsd, prof_tdata_t *td, uint64_t bytes);
 void prof_gdump_account(tsd_t *tsd, int64_t delta);
 void prof_triggers_run_pending(tsd_t *tsd);
-extern _Atomic unsigned prof_trigger_pending;
 void prof_triggers_postfork_child(void);
+/* Raises tsd->reentrant around pthread_create, so that the new thread's
+ * TLS and stack bookkeeping, allocated by glibc in the creating thread,
+ * are not sampled as the program's. */
+int prof_helper_thread(void *(*fn)(void *), const char *name);
 
 #endif

@@ -6,10 +6,14 @@
  *                                   above the one that triggered the last)
  *   prof_signal:SIG          .s<n>  written by a helper thread: the handler
  *                                   only sem_post()s
- *   prof_final / prof_leak   .f     at exit (prof_leak also prints a summary)
+ *   prof.dump_peak ctl       .p<n>  the peak-heap profile (or the given path)
+ *   prof_peak_final          .p<n>  the peak-heap profile, at exit
+ *   prof_final / prof_leak   .f     at exit (prof_leak also prints a report)
  * <seq> is one counter across kinds, <n> one per kind (jemalloc's scheme).
  * An empty prof_prefix turns automatic dumps off. An automatic dump that
- * fails prints one line and profiling goes on.
+ * fails prints one line and profiling goes on. Automatic names are created
+ * with O_EXCL (prof_dump.c), so a file planted under the name we were
+ * about to use is never written through.
  *
  * Interval and gdump dumps run in the allocating thread after its sample
  * is counted (prof_sample), outside every allocator lock, like
@@ -23,16 +27,19 @@
 #include <unistd.h>
 
 static _Atomic uint64_t dump_seq;
-static _Atomic uint64_t kind_seq[4]; /* m, i, u, s */
-static const char kind_char[4] = {'m', 'i', 'u', 's'};
-enum { K_M, K_I, K_U, K_S, K_F };
+static _Atomic uint64_t kind_seq[5]; /* m, i, u, s, p */
+static const char kind_char[5] = {'m', 'i', 'u', 's', 'p'};
+enum { K_M, K_I, K_U, K_S, K_P, K_F };
 
 /* Pending automatic dumps, raised where they are detected and run where
- * it is safe to write a file. Process-wide, so any thread may run them. */
+ * it is safe to write a file. Process-wide, so any thread may run them.
+ * Any of them pending sets PROF_SLOW_PENDING in prof_slow, the one word
+ * the sampled path reads before calling in here. */
 static _Atomic unsigned pending_i, pending_u;
-/* Any of the three pending flags is set: the one word the sampled path
- * reads (prof_sample) before calling in here. */
-_Atomic unsigned prof_trigger_pending;
+
+static void pending_raise(void) {
+  atomic_fetch_or(&prof_slow, PROF_SLOW_PENDING);
+}
 
 static _Atomic uint64_t interval_bytes;
 static _Atomic int64_t gdump_live, gdump_next = (int64_t)1 << 20;
@@ -63,13 +70,13 @@ static bool auto_name(char *buf, size_t cap, int kind) {
   return true;
 }
 
-static void auto_dump(int kind, bool leak) {
+static void auto_dump(int kind, unsigned flags) {
   char name[PROF_PREFIX_MAX + 96];
   if (!auto_name(name, sizeof name, kind)) {
-    if (leak) prof_dump_file(NULL, true);
+    if (flags & PROF_DUMP_LEAK) prof_dump_file(NULL, flags, false);
     return;
   }
-  int err = prof_dump_file(name, leak);
+  int err = prof_dump_file(name, flags, true);
   if (err != 0) {
     const char *en = strerrorname_np(err);
     nalloc_log("prof: cannot write %s: %s (errno %d)", name, en ? en : "?",
@@ -78,10 +85,17 @@ static void auto_dump(int kind, bool leak) {
 }
 
 int prof_dump_request(const char *path) {
-  if (path != NULL) return prof_dump_file(path, false);
+  if (path != NULL) return prof_dump_file(path, PROF_DUMP_NOW, false);
   char name[PROF_PREFIX_MAX + 96];
   if (!auto_name(name, sizeof name, K_M)) return EFAULT;
-  return prof_dump_file(name, false);
+  return prof_dump_file(name, PROF_DUMP_NOW, true);
+}
+
+int prof_dump_peak_request(const char *path) {
+  if (path != NULL) return prof_dump_file(path, PROF_DUMP_PEAK, false);
+  char name[PROF_PREFIX_MAX + 96];
+  if (!auto_name(name, sizeof name, K_P)) return EFAULT;
+  return prof_dump_file(name, PROF_DUMP_PEAK, true);
 }
 
 /* ---- interval ----------------------------------------------------------- */
@@ -100,7 +114,7 @@ void prof_interval_account(tsd_t *tsd, prof_tdata_t *td, uint64_t bytes) {
   uint64_t n = (old + add) / interval - old / interval;
   if (n > 0) { /* one dump, however many */
     atomic_fetch_add(&pending_i, 1);
-    atomic_store(&prof_trigger_pending, 1);
+    pending_raise();
   }
 }
 
@@ -117,7 +131,7 @@ void prof_gdump_account(tsd_t *tsd, int64_t delta) {
   if (r > q) q = r;
   if (atomic_compare_exchange_strong(&gdump_next, &next, live + q)) {
     atomic_fetch_add(&pending_u, 1);
-    atomic_store(&prof_trigger_pending, 1);
+    pending_raise();
   }
 }
 
@@ -134,14 +148,18 @@ static void *sig_main(void *arg) {
   (void)arg;
   for (;;) {
     if (sem_wait(&sig_sem) != 0) continue; /* EINTR */
-    auto_dump(K_S, false);
+    auto_dump(K_S, PROF_DUMP_NOW);
   }
   return NULL;
 }
 
-/* The helper thread starts with every signal blocked, so it never runs
- * the handler itself. */
-static void sig_thread_start(void) {
+/* nalloc's helper threads (this one, alloc/background.c's) start with
+ * every signal blocked, so they never run a handler of the program's, and
+ * are created with the creating thread's `reentrant` raised: glibc
+ * allocates the new thread's TLS there, which is nalloc's use of memory,
+ * not the program's, and must not show in its profile. */
+int prof_helper_thread(void *(*fn)(void *), const char *name) {
+  tsd_t *tsd = tsd_get();
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -149,20 +167,30 @@ static void sig_thread_start(void) {
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   pthread_t t;
-  int err = pthread_create(&t, &a, sig_main, NULL);
+  tsd->reentrant++;
+  int err = pthread_create(&t, &a, fn, NULL);
+  tsd->reentrant--;
   pthread_attr_destroy(&a);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err == 0 && name != NULL) pthread_setname_np(t, name);
+  return err;
+}
+
+static void sig_thread_start(void) {
+  int err = prof_helper_thread(sig_main, "nalloc-prof-sig");
   if (err != 0) nalloc_log("prof: no signal dump thread (errno %d)", err);
 }
 
 /* ---- exit --------------------------------------------------------------- */
 
 static void prof_atexit(void) {
-  if (opt_prof_final || opt_prof_leak) auto_dump(K_F, opt_prof_leak);
+  if (opt_prof_peak_final) auto_dump(K_P, PROF_DUMP_PEAK);
+  if (opt_prof_final || opt_prof_leak)
+    auto_dump(K_F, opt_prof_leak ? PROF_DUMP_LEAK : PROF_DUMP_NOW);
 }
 
 void prof_triggers_boot_late(void) {
-  if (opt_prof_final || opt_prof_leak) atexit(prof_atexit);
+  if (opt_prof_final || opt_prof_leak || opt_prof_peak_final) atexit(prof_atexit);
   if (opt_lg_prof_interval > PROF_LG_MAX) opt_lg_prof_interval = PROF_LG_MAX;
   if (opt_prof_signal > 0) {
     sem_init(&sig_sem, 0, 0);
@@ -186,25 +214,22 @@ void prof_triggers_postfork_child(void) {
   if (opt_prof_signal > 0) {
     sem_init(&sig_sem, 0, 0);
     atomic_store(&sig_thread_needed, true);
-    atomic_store(&prof_trigger_pending, 1);
+    pending_raise();
   }
 }
 
 void prof_triggers_run_pending(tsd_t *tsd) {
   if (tsd->reentrant != 0) return;
-  atomic_store(&prof_trigger_pending, 0); /* cleared before the flags are read */
+  /* cleared before the flags are read */
+  atomic_fetch_and(&prof_slow, ~(unsigned)PROF_SLOW_PENDING);
   if (unlikely(atomic_load_explicit(&pending_i, memory_order_relaxed))) {
-    if (atomic_exchange(&pending_i, 0)) auto_dump(K_I, false);
+    if (atomic_exchange(&pending_i, 0)) auto_dump(K_I, PROF_DUMP_NOW);
   }
   if (unlikely(atomic_load_explicit(&pending_u, memory_order_relaxed))) {
-    if (atomic_exchange(&pending_u, 0)) auto_dump(K_U, false);
+    if (atomic_exchange(&pending_u, 0)) auto_dump(K_U, PROF_DUMP_NOW);
   }
   if (unlikely(atomic_load_explicit(&sig_thread_needed,
                                     memory_order_relaxed))) {
-    if (atomic_exchange(&sig_thread_needed, false)) {
-      tsd->reentrant++;
-      sig_thread_start();
-      tsd->reentrant--;
-    }
+    if (atomic_exchange(&sig_thread_needed, false)) sig_thread_start();
   }
 }

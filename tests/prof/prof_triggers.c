@@ -12,7 +12,14 @@
  *             and the .f file
  *   badprefix automatic dumps into a missing directory: prof.dump(NULL)
  *             returns ENOENT, the exit dump prints one line, exit status 0
- *   ctlerr    bad paths and bad values give errno values, then a dump works
+ *   ctlerr    bad paths and bad values give errno values, then a dump works;
+ *             every bool name takes only 0 and 1 (EINVAL, value kept)
+ *   files     dump files are mode 0600; a symlink at the given path is
+ *             refused (ELOOP) and its target untouched; an automatic name
+ *             that exists (file or symlink) is never written through
+ *             (EEXIST), for prof.dump and for the exit dump
+ *   sigoff    prof_signal set to a fault, abort, kill, stop or sys signal
+ *             (by name and number): one line, prof_signal stays 0
  *   conf      out-of-range / unknown prof values: message, defaults kept
  *   off       prof:false: prof.* names answer ENOENT */
 #include "prof_check.h"
@@ -141,6 +148,29 @@ int child(const char *mode) {
     bool b = true;
     CHECK(nalloc_ctl("prof.active", NULL, NULL, &b, 4) == EINVAL);
     CHECK(nalloc_ctl("thread.prof.active", NULL, NULL, &b, 2) == EINVAL);
+    /* bool names: a byte other than 0 or 1 is refused, the value kept */
+    static const char *const bools[] = {"prof.active", "prof.gdump",
+                                        "prof.thread_active_init",
+                                        "thread.prof.active"};
+    for (int i = 0; i < 4; i++) {
+      bool cur = false;
+      sz = sizeof cur;
+      CHECK(nalloc_ctl(bools[i], &cur, &sz, NULL, 0) == 0);
+      for (unsigned v = 2; v < 256; v += 51) {
+        unsigned char byte = (unsigned char)v;
+        CHECK(nalloc_ctl(bools[i], NULL, NULL, &byte, 1) == EINVAL);
+      }
+      unsigned char raw = 0xff;
+      sz = 1;
+      CHECK(nalloc_ctl(bools[i], &raw, &sz, NULL, 0) == 0);
+      CHECK(raw == (unsigned char)cur); /* unchanged, and a real bool */
+      for (unsigned char v = 0; v <= 1; v++) { /* 0 and 1 round-trip */
+        CHECK(nalloc_ctl(bools[i], NULL, NULL, &v, 1) == 0);
+        CHECK(nalloc_ctl(bools[i], &raw, &sz, NULL, 0) == 0);
+        CHECK(raw == v);
+      }
+      CHECK(nalloc_ctl(bools[i], NULL, NULL, &cur, sizeof cur) == 0);
+    }
     const char *bad = "tab\there";
     CHECK(nalloc_ctl("thread.prof.name", NULL, NULL, &bad, sizeof bad) == EINVAL);
     const char *nul = NULL;
@@ -165,6 +195,46 @@ int child(const char *mode) {
     CHECK_EQ_U(s.n, 3);
     CHECK_EQ_U(s.b, 3000);
     pc_free(&P);
+  } else if (!strcmp(mode, "files")) {
+    char p[600], q[600], buf[16];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/plain.heap", dir);
+    CHECK(ctl_dump(p) == 0);
+    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600);
+    /* a symlink at the path: refused, target untouched */
+    snprintf(q, sizeof q, "%s/victim", dir);
+    snprintf(p, sizeof p, "%s/link.heap", dir);
+    CHECK(symlink(q, p) == 0);
+    CHECK(ctl_dump(p) == ELOOP);
+    CHECK(stat(q, &st) != 0); /* not created through the link */
+    int fd = open(q, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0 && write(fd, "precious", 8) == 8 && close(fd) == 0);
+    CHECK(ctl_dump(p) == ELOOP);
+    /* automatic names, <prefix>.<pid>.<seq>.<kind><n>.heap, O_EXCL (the
+     * dumps above had paths of their own: seq is still 0) */
+    int pid = (int)getpid();
+    snprintf(p, sizeof p, "%s/x.%d.0.m0.heap", dir, pid);
+    CHECK(symlink(q, p) == 0);
+    CHECK(nalloc_ctl("prof.dump", NULL, NULL, NULL, 0) == EEXIST);
+    snprintf(p, sizeof p, "%s/x.%d.1.m1.heap", dir, pid);
+    fd = open(p, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0 && write(fd, "mine", 4) == 4 && close(fd) == 0);
+    CHECK(nalloc_ctl("prof.dump", NULL, NULL, NULL, 0) == EEXIST);
+    CHECK(nalloc_ctl("prof.dump", NULL, NULL, NULL, 0) == 0); /* .2.m2 */
+    snprintf(p, sizeof p, "%s/x.%d.2.m2.heap", dir, pid);
+    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600);
+    snprintf(p, sizeof p, "%s/x.%d.1.m1.heap", dir, pid);
+    fd = open(p, O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof buf) == 4 && close(fd) == 0);
+    CHECK(memcmp(buf, "mine", 4) == 0);
+    /* the exit dump will be seq 3: plant a symlink there too */
+    snprintf(p, sizeof p, "%s/x.%d.3.f.heap", dir, pid);
+    CHECK(symlink(q, p) == 0);
+  } else if (!strcmp(mode, "sigoff")) {
+    int sig = -1;
+    size_t sz = sizeof sig;
+    CHECK(nalloc_ctl("opt.prof_signal", &sig, &sz, NULL, 0) == 0);
+    CHECK_EQ_U(sig, 0);
   } else if (!strcmp(mode, "conf")) {
     unsigned lg = 0;
     size_t sz = sizeof lg;
@@ -266,6 +336,35 @@ int main(int argc, char **argv) {
 
   CHECK(run(exe, "ctlerr", CONF("prof:true,lg_prof_sample:0,prof_prefix:%s/c", dir),
             err, sizeof err, &pid) == 0);
+
+  CHECK(run(exe, "files", CONF("prof:true,prof_final:true,prof_prefix:%s/x", dir),
+            err, sizeof err, &pid) == 0);
+  printf("%s", err);
+  CHECK(strstr(err, "cannot write") && strstr(err, "EEXIST")); /* exit dump */
+  CHECK(strchr(err, '\n') == strrchr(err, '\n'));              /* one line */
+  {
+    char victim[600], buf[16];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    int fd = open(victim, O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof buf) == 8 && close(fd) == 0);
+    CHECK(memcmp(buf, "precious", 8) == 0);
+  }
+
+  static const char *const badsig[] = {"SEGV", "SIGBUS", "ILL", "FPE", "TRAP",
+                                       "ABRT", "KILL", "SIGSTOP", "SYS"};
+  static const int badnum[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
+                               SIGABRT, SIGKILL, SIGSTOP, SIGSYS};
+  for (int i = 0; i < 9; i++) {
+    for (int by_num = 0; by_num < 2; by_num++) {
+      if (by_num) CONF("prof:true,prof_signal:%d,prof_prefix:%s/sg", badnum[i], dir);
+      else CONF("prof:true,prof_signal:%s,prof_prefix:%s/sg", badsig[i], dir);
+      CHECK(run(exe, "sigoff", conf, err, sizeof err, &pid) == 0);
+      CHECK(strstr(err, "prof_signal") && strstr(err, "not SEGV"));
+      CHECK(strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+    }
+  }
+  CHECK(run(exe, "sigoff", CONF("prof:true,prof_signal:TERM,prof_prefix:%s/sg", dir),
+            err, sizeof err, &pid) == 1); /* a valid one is taken */
 
   CHECK(run(exe, "conf",
             CONF("prof:true,lg_prof_sample:99,prof_unwind:bogus,prof_format:xml,"

@@ -1,0 +1,161 @@
+/* prof_mem.c -- memory for the profiler's own records (gctx, tdata, tctx,
+ * thread records, per-thread tables, dump scratch).
+ *
+ * Why not base_alloc: the profiler frees records all the time (threads
+ * exit, stacks go idle after a dump), and base_alloc keeps every freed
+ * block on a free list of its size forever, so 10^5 short-lived threads
+ * left 415 MB mapped and resident after everything was freed. Here small
+ * blocks come from 64 KiB slabs, one size class per slab; a slab that
+ * becomes empty is unmapped, except one per class kept for reuse (so a
+ * thread that starts and exits in a loop does not map and unmap a slab
+ * each time). Blocks above PROF_MEM_SLAB_MAX are mapped on their own and
+ * unmapped when freed.
+ *
+ * Blocks are zeroed and 64-byte aligned (records keep their hot counters
+ * on cache lines of their own). One lock, a leaf: any profiler lock may be
+ * held when calling in. Never calls malloc. */
+#include "prof_internal.h"
+
+#include <string.h>
+
+#define SLAB ((size_t)64 << 10)
+#define SLAB_HDR 64
+#define NCLASS 32
+
+typedef struct slab_s {
+  struct slab_s *next, *prev; /* the class's slabs with a free block */
+  void *free;                 /* freed blocks */
+  char *bump, *end;           /* never used yet */
+  uint32_t cls, nfree, ntotal;
+} slab_t;
+
+static nlock_t mem_lock = NLOCK_INITIALIZER(LOCK_PROF_MEM);
+static slab_t *partial[NCLASS]; /* mem_lock */
+static slab_t *spare[NCLASS];   /* one empty slab per class, kept */
+static _Atomic size_t mem_mapped;
+static _Atomic size_t mem_kind[PM_NKINDS];
+
+/* 64-byte steps to 1 KiB, 256 to 4 KiB, 1 KiB to 8 KiB. */
+static unsigned cls_of(size_t n) {
+  if (n <= 1024) return (unsigned)((n + 63) / 64) - 1;
+  if (n <= 4096) return 16 + (unsigned)((n - 1024 + 255) / 256) - 1;
+  return 28 + (unsigned)((n - 4096 + 1023) / 1024) - 1;
+}
+
+static size_t cls_size(unsigned c) {
+  if (c < 16) return (size_t)(c + 1) * 64;
+  if (c < 28) return 1024 + (size_t)(c - 15) * 256;
+  return 4096 + (size_t)(c - 27) * 1024;
+}
+
+/* A slab aligned to its size, so that a block finds its header. */
+static slab_t *slab_map(unsigned c) {
+  char *raw = os_map(2 * SLAB);
+  if (raw == NULL) return NULL;
+  char *s = (char *)ALIGN_UP((uintptr_t)raw, SLAB);
+  if (s > raw) os_unmap(raw, (size_t)(s - raw));
+  if (s + SLAB < raw + 2 * SLAB) os_unmap(s + SLAB, (size_t)(raw + 2 * SLAB - (s + SLAB)));
+  atomic_fetch_add_explicit(&mem_mapped, SLAB, memory_order_relaxed);
+  slab_t *sl = (slab_t *)s;
+  size_t sz = cls_size(c);
+  sl->cls = c;
+  sl->ntotal = (uint32_t)((SLAB - SLAB_HDR) / sz);
+  sl->nfree = sl->ntotal;
+  sl->bump = s + SLAB_HDR;
+  sl->end = s + SLAB_HDR + (size_t)sl->ntotal * sz;
+  return sl;
+}
+
+static void list_del(slab_t *s) {
+  if (s->prev) s->prev->next = s->next;
+  else partial[s->cls] = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+static void list_push(slab_t *s) {
+  s->prev = NULL;
+  s->next = partial[s->cls];
+  if (s->next) s->next->prev = s;
+  partial[s->cls] = s;
+}
+
+void *prof_mem_alloc(size_t size, unsigned kind) {
+  if (size == 0) size = 1;
+  if (size > PROF_MEM_SLAB_MAX) {
+    size_t n = ALIGN_UP(size, PAGE);
+    void *p = os_map(n);
+    if (p == NULL) return NULL;
+    atomic_fetch_add_explicit(&mem_mapped, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mem_kind[kind], n, memory_order_relaxed);
+    return p; /* fresh pages read as zero */
+  }
+  unsigned c = cls_of(size);
+  nlock_lock(&mem_lock);
+  slab_t *s = partial[c];
+  if (s == NULL) {
+    if ((s = spare[c]) != NULL) {
+      spare[c] = NULL;
+    } else if ((s = slab_map(c)) == NULL) {
+      nlock_unlock(&mem_lock);
+      return NULL;
+    }
+    list_push(s);
+  }
+  void *p;
+  if (s->free != NULL) {
+    p = s->free;
+    s->free = *(void **)p;
+  } else {
+    p = s->bump;
+    s->bump += cls_size(c);
+  }
+  if (--s->nfree == 0) list_del(s);
+  nlock_unlock(&mem_lock);
+  memset(p, 0, cls_size(c));
+  atomic_fetch_add_explicit(&mem_kind[kind], cls_size(c), memory_order_relaxed);
+  return p;
+}
+
+void prof_mem_free(void *p, size_t size, unsigned kind) {
+  if (p == NULL) return;
+  if (size == 0) size = 1;
+  if (size > PROF_MEM_SLAB_MAX) {
+    size_t n = ALIGN_UP(size, PAGE);
+    os_unmap(p, n);
+    atomic_fetch_sub_explicit(&mem_mapped, n, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&mem_kind[kind], n, memory_order_relaxed);
+    return;
+  }
+  slab_t *s = (slab_t *)((uintptr_t)p & ~(SLAB - 1)), *gone = NULL;
+  atomic_fetch_sub_explicit(&mem_kind[kind], cls_size(s->cls), memory_order_relaxed);
+  nlock_lock(&mem_lock);
+  *(void **)p = s->free;
+  s->free = p;
+  if (s->nfree++ == 0) list_push(s);
+  if (s->nfree == s->ntotal) { /* empty: keep one per class, unmap the rest */
+    list_del(s);
+    if (spare[s->cls] == NULL) {
+      spare[s->cls] = s;
+    } else {
+      gone = s;
+    }
+  }
+  nlock_unlock(&mem_lock);
+  if (gone != NULL) {
+    os_unmap(gone, SLAB);
+    atomic_fetch_sub_explicit(&mem_mapped, SLAB, memory_order_relaxed);
+  }
+}
+
+size_t prof_mem_mapped(void) {
+  return atomic_load_explicit(&mem_mapped, memory_order_relaxed);
+}
+
+size_t prof_mem_used(unsigned kind) {
+  return atomic_load_explicit(&mem_kind[kind], memory_order_relaxed);
+}
+
+void prof_mem_prefork(void) { nlock_prefork(&mem_lock); }
+void prof_mem_postfork_parent(void) { nlock_postfork_parent(&mem_lock); }
+void prof_mem_postfork_child(void) { nlock_postfork_child(&mem_lock); }
