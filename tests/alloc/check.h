@@ -235,6 +235,11 @@ CHECK_UNUSED static size_t stat_allocated(void) {
   ctl_refresh();
   return ctl_size("stats.allocated");
 }
+/* stats.mapped after an epoch refresh */
+CHECK_UNUSED static size_t stat_mapped(void) {
+  ctl_refresh();
+  return ctl_size("stats.mapped");
+}
 CHECK_UNUSED static void tcache_flush(void) {
   int r = nalloc_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
   if (r != 0) check_fail(__FILE__, __LINE__, "thread.tcache.flush -> %d", r);
