@@ -36,7 +36,7 @@ char *np_xstrdup(const char *s) { return np_xstrndup(s, strlen(s)); }
 
 char *np_xstrndup(const char *s, size_t n) {
   char *p = np_xmalloc(n + 1);
-  memcpy(p, s, n);
+  if (n > 0) memcpy(p, s, n); /* s may be NULL when n is 0 (an empty field) */
   p[n] = 0;
   return p;
 }
