@@ -24,7 +24,9 @@ NALLOC_EXPORT void *NAME(reallocarray)(void *p, size_t n, size_t size) {
 NALLOC_EXPORT int NAME(posix_memalign)(void **out, size_t align, size_t size) {
   int saved = errno, err;
   void *p = entry_aligned(align, size, ALIGNED_POSIX, &err, NALLOC_CALLER());
-  errno = saved; /* posix_memalign reports through its result only */
+  /* The result is the error; errno is left as it was on EINVAL and set on
+   * ENOMEM, as glibc does (glibc's tst-malloc-thread-fail checks both). */
+  errno = err == ENOMEM ? ENOMEM : saved;
   if (p == NULL) return err;
   *out = p;
   return 0;
