@@ -8,9 +8,13 @@
 #include <sys/mman.h>
 #include <time.h>
 
+/* No MAP_NORESERVE: the kernel's overcommit policy judges every mapping,
+ * as it does glibc's, so a request that cannot be backed (malloc(2^40) on
+ * a 24 GiB machine under the default heuristic; anything past the commit
+ * limit under vm.overcommit_memory=2) fails with ENOMEM instead of
+ * succeeding and faulting later. */
 void *os_map(size_t size) {
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     errno = ENOMEM;
     return NULL;

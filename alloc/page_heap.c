@@ -90,6 +90,34 @@ static void run_purge(arena_t *a, span_t *r) {
   r->zeroed = 1;
 }
 
+static bool run_whole_mapping(const span_t *r) {
+  return r->start == r->chunk_lo && r->start + r->npages * PAGE == r->chunk_hi;
+}
+
+/* A free run that is its whole OS mapping goes back to the OS, address
+ * space and all: purging it would keep the reservation (and, under strict
+ * overcommit, its commit charge) for nothing. */
+static void run_unmap(arena_t *a, span_t *r) {
+  nalloc_assert(r->kind == SPAN_FREE && run_whole_mapping(r));
+  size_t size = r->npages * PAGE;
+  run_remove(a, r);
+  pagemap_set_ends((void *)r->start, r->npages, NULL);
+  if (r->dirty) {
+    a->npages_dirty -= r->npages;
+    a->npurged += r->npages;
+  }
+  a->mapped -= size;
+  os_unmap((void *)r->start, size);
+  pheap_rec_delete(a, r);
+}
+
+/* Returns a free run's pages: the mapping when the run is all of it, else
+ * the pages (MADV_DONTNEED), keeping the addresses. */
+static void run_release(arena_t *a, span_t *r) {
+  if (run_whole_mapping(r)) run_unmap(a, r);
+  else run_purge(a, r);
+}
+
 static bool heap_grow(arena_t *a, size_t np) {
   size_t size = np * PAGE > HEAP_CHUNK ? ALIGN_UP(np * PAGE, (size_t)2 << 20)
                                        : HEAP_CHUNK;
@@ -176,8 +204,11 @@ static void heap_decay(arena_t *a, uint64_t now, bool all) {
   if (!all && now - a->last_decay_ns < decay / 8 + 1000000u) return;
   a->last_decay_ns = now;
   for (unsigned b = 0; b < HEAP_NBINS; b++)
-    for (span_t *r = a->runs[b]; r; r = r->next)
-      if (r->dirty && (all || now - r->dirty_since >= decay)) run_purge(a, r);
+    for (span_t *r = a->runs[b], *next; r; r = next) {
+      next = r->next; /* run_release may recycle r */
+      if (r->dirty && (all || now - r->dirty_since >= decay)) run_release(a, r);
+      else if (all && run_whole_mapping(r)) run_unmap(a, r);
+    }
 }
 
 /* Merges free run s with the free run that ends where it starts and the
@@ -222,8 +253,10 @@ void pheap_free(arena_t *a, const pages_t *pg) {
   s->dirty_since = now;
   run_coalesce(a, s);
   run_insert(a, s);
-  if (opt_dirty_decay_ms == 0) run_purge(a, s);
-  else heap_decay(a, now, false);
+  if (opt_dirty_decay_ms == 0 || (run_whole_mapping(s) && s->npages * PAGE >= HEAP_UNMAP_MIN))
+    run_release(a, s);
+  else
+    heap_decay(a, now, false);
 }
 
 size_t pheap_purge(arena_t *a, bool all) {

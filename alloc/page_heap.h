@@ -12,6 +12,11 @@
 
 #define HEAP_CHUNK ((size_t)4 << 20)   /* bytes mapped at a time */
 #define HEAP_POPULATE ((size_t)64 << 10) /* fresh bytes faulted in at once */
+/* A freed block that had a mapping of its own this big is unmapped at
+ * once rather than kept for reuse until decay: glibc unmaps blocks this
+ * big at free too (its mmap threshold never exceeds 32 MiB), and faulting
+ * them back in is small beside the work of filling them. */
+#define HEAP_UNMAP_MIN ((size_t)32 << 20)
 
 /* A run of pages handed out by the page heap. */
 typedef struct pages_s {
@@ -32,7 +37,9 @@ void pheap_free(arena_t *a, const pages_t *pg);
 /* Takes `np` pages starting exactly at `at` if a free run begins there and
  * is long enough (growing a large block in place). */
 bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner);
-/* Purges dirty runs now: all of them, or those past decay. Returns pages. */
+/* Purges dirty runs now: all of them, or those past decay; a run that is
+ * a whole OS mapping is unmapped (with all, also a clean one). Returns
+ * the pages purged. */
 size_t pheap_purge(arena_t *a, bool all);
 
 /* Header-only records (free runs, large blocks), recycled per arena. */
