@@ -11,7 +11,6 @@
 #include "fork.h"
 #include "log.h"
 #include "node.h"
-#include "size_class.h"
 #include "stats.h"
 #include "tsd.h"
 #include "../prof/prof_hook.h"
@@ -27,7 +26,6 @@ void nalloc_boot(void) {
   if (atomic_load_explicit(&boot_state, memory_order_relaxed) != BOOT_DONE) {
     atomic_store_explicit(&boot_state, BOOT_RUNNING, memory_order_relaxed);
     conf_boot();
-    sc_boot();
     node_boot();
     arena_boot();
     if (arena_get(0) == NULL) nalloc_fatal("cannot map memory for the first arena");

@@ -6,12 +6,14 @@
 
 #include "types.h"
 
-extern sc_info_t sc_info[SC_NSMALL];
+extern const sc_info_t sc_info[SC_NSMALL];
 /* Class of each small request, by (size + 15) / 16: one load on the fast
  * path (4 KiB, of which a program touches the few lines it uses). */
-extern uint8_t sc_lookup[SC_SMALL_MAX / 16 + 1];
+extern const uint8_t sc_lookup[SC_SMALL_MAX / 16 + 1];
 
-void sc_boot(void);
+/* Fills the two tables (sc_compute.c): at build time, and in the unit test
+ * that checks the built-in ones. */
+void sc_compute(sc_info_t *info, uint8_t *lookup);
 
 /* Class of a request of `size` <= SC_SMALL_MAX bytes. */
 static inline unsigned sc_index(size_t size) { return sc_lookup[(size + 15) >> 4]; }

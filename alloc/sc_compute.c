@@ -1,0 +1,60 @@
+/* sc_compute.c -- the size-class table and each class's span geometry,
+ * computed. It runs at build time (sc_gen.c writes the result into the
+ * library as constant tables: no start-up work, no page written) and in
+ * the unit test, which checks the built-in tables against it. */
+#include "size_class.h"
+
+/* Slots a thread's later spans aim at: enough that a span serves many
+ * allocations between slow paths (64 KiB worth), at least a few for the
+ * big classes. */
+#define SPAN_TARGET_BYTES ((size_t)64 << 10)
+#define SPAN_MIN_SLOTS 16
+
+static size_t sc_class_size(unsigned i) {
+  if (i < SC_FIRST_QUARTER) return (size_t)(i + 1) * 16;
+  if (i < SC_FIRST_FINE) {
+    unsigned j = i - SC_FIRST_QUARTER, lg = 7 + j / 4, k = j % 4;
+    return ((size_t)1 << lg) + ((size_t)(k + 1) << (lg - 2));
+  }
+  unsigned j = i - SC_FIRST_FINE, lg = 10 + j / 8, k = j % 8;
+  return ((size_t)1 << lg) + ((size_t)(k + 1) << (lg - 3));
+}
+
+/* Unused bytes at the end of a span of np pages of slots of `size`. */
+static size_t sc_waste(size_t size, size_t np) {
+  size_t bytes = np * PAGE, n = bytes / size;
+  if (n > SPAN_MAX_SLOTS) n = SPAN_MAX_SLOTS;
+  return bytes - n * size;
+}
+
+/* The fewest pages, from `from` on, that hold a slot and waste at most
+ * 1/`frac` of the span; among up to a quarter more pages, the one that
+ * wastes least. */
+static unsigned sc_pages(size_t size, size_t from, size_t frac) {
+  size_t np = from;
+  while (np * PAGE < size || sc_waste(size, np) * frac > np * PAGE) np++;
+  size_t best = np;
+  for (size_t k = np + 1; k <= np + np / 4; k++)
+    if (sc_waste(size, k) * best * 2 < sc_waste(size, best) * k &&
+        k * PAGE / size <= SPAN_MAX_SLOTS && k * PAGE <= SPAN_MAX_BYTES)
+      best = k;
+  return (unsigned)best;
+}
+
+void sc_compute(sc_info_t *info, uint8_t *lookup) {
+  for (unsigned i = 0; i < SC_NSMALL; i++) {
+    size_t size = sc_class_size(i);
+    size_t want = SPAN_TARGET_BYTES / size;
+    want = want < SPAN_MIN_SLOTS ? SPAN_MIN_SLOTS : want > SPAN_MAX_SLOTS ? SPAN_MAX_SLOTS : want;
+    size_t big_from = (want * size + PAGE - 1) / PAGE;
+    info[i] = (sc_info_t){
+        .size = (uint32_t)size,
+        .npages = {(uint16_t)sc_pages(size, 1, 8), (uint16_t)sc_pages(size, big_from, 32)},
+        .div_mul = (((uint64_t)1 << SC_DIV_SHIFT) + size - 1) / size};
+  }
+  unsigned c = 0;
+  for (size_t k = 0; k <= SC_SMALL_MAX / 16; k++) {
+    while (info[c].size < k * 16) c++;
+    lookup[k] = (uint8_t)c;
+  }
+}
