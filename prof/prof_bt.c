@@ -20,13 +20,28 @@
  * The thread's stack bounds come from /proc/self/maps (read with
  * open/read into a stack buffer) the first time a thread walks, and again
  * only if the walk starts outside them (sigaltstack, coroutines):
- * pthread_getattr_np cannot be used because it calls malloc. */
+ * pthread_getattr_np cannot be used because it calls malloc.
+ *
+ * libunwind is not linked: prof_bt_prime loads it (dlopen, RTLD_LOCAL)
+ * when the profiler starts, so a process without prof:true never maps it
+ * or its liblzma (start-up cost), and its _Unwind_* names never interpose
+ * libgcc's for C++ exceptions. Until it is loaded (allocations sampled in
+ * libraries initialised before nalloc's constructor), a stack the DWARF
+ * rules cannot walk ends at the caller. */
 #include "prof_internal.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+
+#ifndef NALLOC_UNWIND_SONAME
+#define NALLOC_UNWIND_SONAME "libunwind.so.8"
+#endif
+
+/* libunwind's unw_backtrace, once loaded */
+typedef int (*bt_unw_fn_t)(void **buf, int size);
+static _Atomic(bt_unw_fn_t) bt_unw_backtrace;
 
 static bool hexval(char c, unsigned *v) {
   if (c >= '0' && c <= '9') *v = (unsigned)(c - '0');
@@ -219,8 +234,13 @@ bt_fp(prof_tdata_t *td, const void *caller, const void *frame, void **out,
 static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
                                        unsigned max) {
   void *buf[PROF_DEPTH_MAX + PROF_SKIP_MAX];
+  bt_unw_fn_t unw = atomic_load_explicit(&bt_unw_backtrace, memory_order_acquire);
+  if (unlikely(unw == NULL)) {
+    out[0] = (void *)caller;
+    return 1;
+  }
   prof_loader_enter();
-  int got = unw_backtrace(buf, (int)(max + PROF_SKIP_MAX));
+  int got = unw(buf, (int)(max + PROF_SKIP_MAX));
   prof_loader_exit();
   int i = 0;
   while (i < got && i < PROF_SKIP_MAX && buf[i] != caller) i++;
@@ -364,15 +384,34 @@ NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
   return t;
 }
 
-/* libunwind sets up its caches (and may allocate) on first use; doing it
- * once at start-up keeps that out of the first sampled malloc. */
+/* Loads libunwind (from the library constructor: malloc works, and the
+ * loader may be entered). Its allocations are nalloc's, not the program's. */
+static void bt_unw_load(void) {
+  void *h = dlopen(NALLOC_UNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
+  void *f = h != NULL ? dlsym(h, "unw_backtrace") : NULL;
+  if (f == NULL) {
+    const char *why = dlerror();
+    nalloc_log("prof: cannot load %s (%s): stacks the DWARF rules cannot walk end at "
+               "the caller", NALLOC_UNWIND_SONAME, why != NULL ? why : "no unw_backtrace");
+    return;
+  }
+  bt_unw_fn_t fn;
+  memcpy(&fn, &f, sizeof fn); /* a data pointer to a function pointer */
+  atomic_store_explicit(&bt_unw_backtrace, fn, memory_order_release);
+}
+
+/* Loads libunwind, which then sets up its caches (and may allocate) on
+ * first use; doing both once at start-up keeps them out of the first
+ * sampled malloc. */
 void prof_bt_prime(void) {
   void *buf[8];
   exec_refresh();
   tsd_t *tsd = tsd_get();
   tsd->reentrant++;
   prof_loader_enter();
-  (void)unw_backtrace(buf, 8);
+  bt_unw_load();
+  bt_unw_fn_t unw = atomic_load_explicit(&bt_unw_backtrace, memory_order_acquire);
+  if (unw != NULL) (void)unw(buf, 8);
   prof_loader_exit();
   tsd->reentrant--;
 }
