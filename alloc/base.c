@@ -18,10 +18,14 @@
 #define BASE_CHUNK ((size_t)256 << 10)
 #define BASE_MAX ((size_t)64 << 10) /* thread caches (~30 KiB) stay recycled */
 #define BASE_NLISTS (BASE_MAX / 16)
-/* Pages are faulted in ahead of the bump pointer this many bytes at a
- * time (os_populate): metadata is always written, and one call for 16
- * pages costs less than two faults. */
+/* Pages are faulted in ahead of the bump pointer up to this many bytes at
+ * a time (os_populate): metadata is always written, and one call for 16
+ * pages costs less than two faults. The window grows with what the bump
+ * pointer has handed out, so a short-lived process (a shell's `cat`) that
+ * needs a few pages of metadata faults in those and no more; a window
+ * under BASE_POPULATE_MIN is left to fault on touch. */
 #define BASE_POPULATE ((size_t)64 << 10)
+#define BASE_POPULATE_MIN ((size_t)4 * PAGE)
 
 typedef struct base_free_s {
   struct base_free_s *next;
@@ -32,6 +36,7 @@ static char *base_cur, *base_end;
 static char *base_ready; /* the chunk is populated up to here */
 static base_free_t *base_lists[BASE_NLISTS + 1];
 static _Atomic size_t base_mapped;
+static size_t base_bumped; /* bytes the bump pointer handed out, ever */
 
 /* Blocks whose size is a multiple of the cache line start on one: then a
  * structure that one thread writes all the time (a profiler counter set,
@@ -76,11 +81,14 @@ void *base_alloc(size_t size) {
   }
   char *r = base_cur, *from = NULL, *to = NULL;
   base_cur += size;
+  base_bumped += size;
   if (base_cur > base_ready) {
+    size_t ahead = base_bumped < BASE_POPULATE ? base_bumped : BASE_POPULATE;
     from = base_ready;
-    to = (char *)ALIGN_UP((uintptr_t)base_cur + BASE_POPULATE, PAGE);
+    to = (char *)ALIGN_UP((uintptr_t)base_cur + ahead, PAGE);
     if (to > base_end) to = base_end;
     base_ready = to;
+    if ((size_t)(to - from) < BASE_POPULATE_MIN) from = NULL;
   }
   nlock_unlock(&base_lock);
   /* outside the lock: another thread that uses these pages meanwhile
