@@ -65,6 +65,15 @@ static conf_table_t conf_tables(unsigned i) {
   return (conf_table_t){NULL, 0};
 }
 
+const conf_entry_t *conf_row(size_t i) {
+  for (unsigned t = 0; t < 2; t++) {
+    conf_table_t tb = conf_tables(t);
+    if (i < tb.n) return &tb.rows[i];
+    i -= tb.n;
+  }
+  return NULL;
+}
+
 const conf_entry_t *conf_find(const char *name, size_t len) {
   for (unsigned t = 0; t < 2; t++) {
     conf_table_t tb = conf_tables(t);

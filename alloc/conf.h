@@ -46,6 +46,9 @@ void conf_boot(void);
  * (at most 16, then one line counting the rest). False if there was any
  * problem. Never allocates, never aborts. */
 bool conf_parse(const char *s);
+/* Row i of all the options, NULL past the last (for the fuzz target's
+ * invariants: every option within what its row accepts). */
+const conf_entry_t *conf_row(size_t i);
 /* Finds the row for an option name (for opt.* ctl names). */
 const conf_entry_t *conf_find(const char *name, size_t len);
 

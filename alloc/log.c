@@ -22,6 +22,8 @@ void nalloc_log_keep(void) {
   if (fd >= 0) atomic_store_explicit(&log_fd, fd, memory_order_relaxed);
 }
 
+void nalloc_log_to(int fd) { atomic_store_explicit(&log_fd, fd, memory_order_relaxed); }
+
 int nalloc_log_fd(void) { return atomic_load_explicit(&log_fd, memory_order_relaxed); }
 
 /* vsnprintf into a stack buffer: glibc's printf core does not allocate for

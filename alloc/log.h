@@ -16,6 +16,9 @@ _Noreturn void nalloc_fatal(const char *fmt, ...)
 const char *nalloc_log_escape(char *dst, size_t cap, const char *src, size_t n);
 /* From now on, messages go to a private duplicate of stderr. */
 void nalloc_log_keep(void);
+/* Messages go to fd from now on (the conf fuzz target reads them back;
+ * redirecting fd 2 instead would swallow a sanitizer's report). */
+void nalloc_log_to(int fd);
 /* The file descriptor messages go to (for reports written by others). */
 int nalloc_log_fd(void);
 
