@@ -1,10 +1,12 @@
-/* conf.c -- NALLOC_CONF: `key:value,key:value`, parsed once at start-up.
+/* conf.c -- NALLOC_CONF: `key:value,key:value`, parsed once at start-up
+ * (conf_boot), by conf_parse, which the fuzz target calls on any string.
  *
- * Parsing works on the environment string in place and never allocates,
- * since it runs before the first allocation is served. A bad entry gets one
- * line on stderr naming the key, the value and what is accepted; the
- * default stays (or the process aborts with abort_conf:true, checked after
- * the whole string so the flag works wherever it appears). */
+ * Parsing works on the string in place and never allocates, since it runs
+ * before the first allocation is served. A bad entry gets one line on
+ * stderr naming the key, the value (escaped) and what is accepted, at most
+ * CONF_MSG_MAX lines in all; the default stays (or the process aborts with
+ * abort_conf:true, checked after the whole string so the flag works
+ * wherever it appears). */
 #include "conf.h"
 
 #include <limits.h>
@@ -61,6 +63,15 @@ static conf_table_t conf_tables(unsigned i) {
                                     sizeof conf_alloc_entries / sizeof *conf_alloc_entries};
   if (i == 1) return (conf_table_t){prof_conf_entries, prof_conf_nentries};
   return (conf_table_t){NULL, 0};
+}
+
+const conf_entry_t *conf_row(size_t i) {
+  for (unsigned t = 0; t < 2; t++) {
+    conf_table_t tb = conf_tables(t);
+    if (i < tb.n) return &tb.rows[i];
+    i -= tb.n;
+  }
+  return NULL;
 }
 
 const conf_entry_t *conf_find(const char *name, size_t len) {
@@ -204,50 +215,77 @@ static void conf_known_keys(char *buf, size_t cap) {
   }
 }
 
-void conf_boot(void) {
-  if (getauxval(AT_SECURE)) return; /* setuid/setgid: the environment is not trusted */
-  const char *conf = getenv("NALLOC_CONF"), *s = conf;
-  if (s == NULL) return;
-  bool bad = false;
+/* At most this many lines about one NALLOC_CONF, then one line with the
+ * count of the rest: a string of 100,000 commas must not flood the
+ * terminal (or a log collector) with as many lines. */
+#define CONF_MSG_MAX 16
+
+/* Whether the next problem gets its line (counts it either way). */
+static bool conf_show(unsigned *nbad) { return ++*nbad <= CONF_MSG_MAX; }
+
+/* Keys and values are printed escaped (nalloc_log_escape), cut to this
+ * many bytes: the environment is text from anyone, and a terminal
+ * executes the escape sequences in it. */
+#define CONF_ECHO_MAX 192
+
+bool conf_parse(const char *conf) {
+  const char *s = conf;
+  unsigned nbad = 0;
+  char ek[CONF_ECHO_MAX], ev[CONF_ECHO_MAX];
+  bool any_entry = false;
+  /* Entries are the pieces between commas, an empty one after a trailing
+   * ',' included. A comma is stray when it does not separate two entries:
+   * with k entries, n commas leave n - (k - 1) stray, one per empty piece
+   * except that a string of commas alone has one empty piece more than
+   * commas. So each empty piece gets a line, but the one after a trailing
+   * ',' only if an entry came before (",": one line, not two). */
   while (*s) {
     const char *item = s, *comma = strchr(s, ',');
     size_t len = comma ? (size_t)(comma - s) : strlen(s);
     s = comma ? comma + 1 : s + len;
     if (len == 0) {
-      nalloc_log("NALLOC_CONF: empty entry (stray ',') ignored");
-      bad = true;
+      if (conf_show(&nbad)) nalloc_log("NALLOC_CONF: empty entry (stray ',') ignored");
       continue;
     }
+    any_entry = true;
     const char *colon = memchr(item, ':', len);
     if (colon == NULL) {
-      nalloc_log("NALLOC_CONF: entry \"%.*s\" has no ':value' (expected key:value); ignored",
-                 (int)len, item);
-      bad = true;
+      if (conf_show(&nbad))
+        nalloc_log("NALLOC_CONF: entry \"%s\" has no ':value' (expected key:value); ignored",
+                   nalloc_log_escape(ek, sizeof ek, item, len));
       continue;
     }
     size_t klen = (size_t)(colon - item), vlen = len - klen - 1;
     const char *v = colon + 1;
     const conf_entry_t *e = conf_find(item, klen);
     if (e == NULL) {
-      char keys[768];
-      conf_known_keys(keys, sizeof keys);
-      nalloc_log("NALLOC_CONF: unknown key \"%.*s\" ignored; known keys: %s", (int)klen,
-                 item, keys);
-      bad = true;
+      if (conf_show(&nbad)) {
+        char keys[768];
+        conf_known_keys(keys, sizeof keys);
+        nalloc_log("NALLOC_CONF: unknown key \"%s\" ignored; known keys: %s",
+                   nalloc_log_escape(ek, sizeof ek, item, klen), keys);
+      }
       continue;
     }
-    if (!conf_apply(e, v, vlen)) {
+    if (!conf_apply(e, v, vlen) && conf_show(&nbad)) {
       char exp[256];
       conf_expected(e, exp, sizeof exp);
-      nalloc_log("NALLOC_CONF: bad value \"%.*s\" for \"%s\": expected %s; keeping the default",
-                 (int)vlen, v, e->name, exp);
-      bad = true;
+      nalloc_log("NALLOC_CONF: bad value \"%s\" for \"%s\": expected %s; keeping the default",
+                 nalloc_log_escape(ev, sizeof ev, v, vlen), e->name, exp);
     }
   }
   size_t total = strlen(conf);
-  if (total > 0 && conf[total - 1] == ',') {
+  if (any_entry && total > 0 && conf[total - 1] == ',' && conf_show(&nbad))
     nalloc_log("NALLOC_CONF: empty entry (stray ',') ignored");
-    bad = true;
-  }
-  if (bad && opt_abort_conf) nalloc_fatal("NALLOC_CONF is invalid and abort_conf is true");
+  if (nbad > CONF_MSG_MAX)
+    nalloc_log("NALLOC_CONF: ... %u more problems not shown", nbad - CONF_MSG_MAX);
+  return nbad == 0;
+}
+
+void conf_boot(void) {
+  if (getauxval(AT_SECURE)) return; /* setuid/setgid: the environment is not trusted */
+  const char *conf = getenv("NALLOC_CONF");
+  if (conf == NULL) return;
+  if (!conf_parse(conf) && opt_abort_conf)
+    nalloc_fatal("NALLOC_CONF is invalid and abort_conf is true");
 }

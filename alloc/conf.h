@@ -42,6 +42,13 @@ extern bool opt_stats_print;
 
 /* Parses NALLOC_CONF (unless AT_SECURE); never allocates. */
 void conf_boot(void);
+/* Applies `key:value,...` to the options; one line on stderr per problem
+ * (at most 16, then one line counting the rest). False if there was any
+ * problem. Never allocates, never aborts. */
+bool conf_parse(const char *s);
+/* Row i of all the options, NULL past the last (for the fuzz target's
+ * invariants: every option within what its row accepts). */
+const conf_entry_t *conf_row(size_t i);
 /* Finds the row for an option name (for opt.* ctl names). */
 const conf_entry_t *conf_find(const char *name, size_t len);
 

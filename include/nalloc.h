@@ -21,8 +21,11 @@ extern "C" {
 #define NALLOC_VERSION "0.1.0"
 
 /* Returns 0 on success or an errno value: ENOENT (unknown name), EINVAL
- * (wrong size or value), EPERM (read-only / write-only misuse), EFAULT or
- * the OS error (an action such as prof.dump failed). When oldp is non-NULL
+ * (wrong size or value; a bool, one byte, other than 0 or 1), EPERM
+ * (read-only / write-only misuse), EAGAIN (thread.prof.*: the thread's
+ * profiler record cannot be made), ENOMEM (arena.<i>.purge: the arena
+ * cannot be made), EFAULT or the OS error (an action such as prof.dump
+ * failed). When oldp is non-NULL
  * the current value is copied there (*oldlenp must be its exact size); when
  * newp is non-NULL, newlen must be the exact size of the new value. */
 int nalloc_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp,

@@ -143,6 +143,21 @@ static const case_t cases[] = {
     {"narenas:", 1, {"narenas"}, {{0}}},  /* empty value */
     {":5", 1, {"nalloc"}, {{0}}},         /* empty key */
     {"tcache:false,", 1, {"nalloc"}, {{0}}}, /* trailing comma */
+    /* one line per stray comma: "," printed two before (issue 10, defect 8) */
+    {",", 1, {"stray ','"}, {{0}}},
+    {",,,", 3, {"stray ','"}, {{0}}},
+    {",narenas:3,", 2, {"stray ','"}, {{"narenas", "3"}}},
+    {"narenas:3,,", 2, {"stray ','"}, {{"narenas", "3"}}},
+    {"narenas:3,,tcache:false", 1, {"stray ','"}, {{"narenas", "3"}, {"tcache", "false"}}},
+    /* what is echoed is escaped: raw before (a terminal ran the escape
+     * sequences); check_case also refuses any control byte on stderr */
+    {"nosuchkey\x1b[31m:1", 1, {"nosuchkey\\x1b[31m"}, {{0}}},
+    {"tcache:\x1b]0;owned\x07", 1, {"\"\\x1b]0;owned\\x07\""}, {{0}}},
+    {"narenas:\xff\xfe\xc0\xaf", 1, {"\\xff\\xfe\\xc0\\xaf"}, {{0}}},
+    {"narenas:\xc2\x9b""2J", 1, {"\\xc2\\x9b2J"}, {{0}}}, /* C1 CSI */
+    {"narenas:\xc3\xa9t\xc3\xa9", 1, {"\"\xc3\xa9t\xc3\xa9\""}, {{0}}}, /* UTF-8 stays */
+    {"narenas:a\\b\"c\rd\te", 1, {"a\\\\b\\\"c\\x0dd\\x09e"}, {{0}}},
+    {"bad\nline:1", 1, {"bad\\x0aline"}, {{0}}},
     {"narenas:3,bogus:1,tcache:false", 1, {"bogus"},
      {{"narenas", "3"}, {"tcache", "false"}}},
     {"narenas:abc,tcache:maybe", 2, {"narenas", "abc", "tcache", "maybe"},
@@ -164,6 +179,9 @@ static void check_case(const case_t *c) {
          "stderr:\n%s", c->conf, WIFEXITED(r.status) ? "exit" : "signal",
          WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status),
          r.err);
+  for (const unsigned char *b = (const unsigned char *)r.err; *b; b++)
+    CHECKF(*b == '\n' || (*b >= 0x20 && *b != 0x7f),
+           "NALLOC_CONF=\"%s\": raw byte 0x%02x on stderr", c->conf, *b);
   int nl = count_lines(r.err);
   CHECKF(nl == c->lines && (c->lines > 0 || r.err[0] == 0),
          "NALLOC_CONF=\"%s\": %d line(s) on stderr, want %d:\n%s", c->conf, nl,
@@ -197,6 +215,32 @@ static void check_case(const case_t *c) {
   }
   fprintf(stderr, "ok: NALLOC_CONF=\"%s\" -> %d line(s)%s%.*s", c->conf, nl,
           nl ? ": " : "\n", (int)strlen(r.err), r.err);
+}
+
+/* Many problems: 16 lines, then one line counting the rest (before: one
+ * line per stray comma, 100,001 lines for 100,000 commas). */
+static void check_many(const char *what, size_t n, const char *piece,
+                       size_t problems) {
+  size_t pl = strlen(piece);
+  char *conf = malloc(n * pl + 1);
+  CHECK(conf != NULL);
+  for (size_t i = 0; i < n; i++) memcpy(conf + i * pl, piece, pl);
+  conf[n * pl] = 0;
+  result_t r;
+  run(child_path, conf, -1, &r);
+  free(conf);
+  CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+         "%s: status 0x%x; stderr:\n%.2000s", what, r.status, r.err);
+  int nl = count_lines(r.err);
+  CHECKF(nl == 17, "%s: %d lines on stderr, want 16 and one summary:\n%.2000s",
+         what, nl, r.err);
+  char last[128];
+  snprintf(last, sizeof last, "NALLOC_CONF: ... %zu more problems not shown\n",
+           problems - 16);
+  size_t el = strlen(r.err), ll = strlen(last);
+  CHECKF(el >= ll && strcmp(r.err + el - ll, last) == 0,
+         "%s: the last line is not \"%s\":\n%s", what, last, r.err);
+  fprintf(stderr, "ok: %s -> 17 lines, last: %s", what, last);
 }
 
 static void check_abort(const char *conf, const char *mention) {
@@ -295,7 +339,10 @@ int main(int argc, char **argv) {
 
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_case(&cases[i]);
+  check_many("100,000 commas", 100000, ",", 100000);
+  check_many("20 unknown keys", 20, "bogus\x1b:1,", 21); /* and a trailing ',' */
   check_abort("abort_conf:true,nosuchkey:1", "nosuchkey");
+  check_abort(",,,,,,,,,,,,,,,,,,,,,,,,,abort_conf:true", "abort_conf is true");
   check_abort("abort_conf:true,tcache:maybe", "maybe");
   check_abort("nosuchkey:1,abort_conf:true", "nosuchkey");
   printf("conf_bad: ok\n");
