@@ -101,3 +101,21 @@ bool large_resize(span_t *s, size_t size) {
   nlock_unlock(&a->heap_lock);
   return ok;
 }
+
+void *large_move_grow(span_t *s, size_t size) {
+  size_t np = ALIGN_UP(size, PAGE) / PAGE;
+  arena_t *a = arena_get(s->arena);
+  if (a->broken || np <= s->npages) return NULL;
+  nlock_lock(&a->heap_lock);
+  uintptr_t old_start = s->start;
+  size_t old_np = s->npages;
+  bool ok = pheap_move_grow(a, s, np);
+  if (ok) {
+    pagemap_set_ends((void *)old_start, old_np, NULL);
+    large_map(s);
+    a->large_allocated = a->large_allocated - s->usize + s->npages * PAGE;
+    s->usize = s->npages * PAGE;
+  }
+  nlock_unlock(&a->heap_lock);
+  return ok ? (void *)s->start : NULL;
+}

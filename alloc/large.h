@@ -11,5 +11,10 @@ void large_free(span_t *s);
 /* Grows or shrinks large block s in place to hold `size` bytes; false if
  * the pages after it are not free. */
 bool large_resize(span_t *s, size_t size);
+/* Grows large block s, which starts a mapping of its own (over
+ * HEAP_CHUNK), by moving the mapping (mremap): no copy, and the old pages
+ * are not kept beside the new ones. The new address, or NULL if it
+ * cannot (then the caller copies). */
+void *large_move_grow(span_t *s, size_t size);
 
 #endif

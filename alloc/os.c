@@ -1,6 +1,7 @@
 /* os.c -- the OS layer: mapping, unmapping, purging and populating pages,
  * and the clock.
  * Everything above asks for memory here and nowhere else. */
+#define _GNU_SOURCE /* mremap */
 #include "os.h"
 
 #include <errno.h>
@@ -23,6 +24,24 @@ void *os_map(size_t size) {
 }
 
 void os_unmap(void *p, size_t size) { munmap(p, size); }
+
+/* Address space for a mapping to be moved to: PROT_NONE, so it is no
+ * commit charge until os_move puts a mapping there. */
+void *os_reserve(size_t size) {
+  void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* Moves a whole mapping of `old` bytes onto `dest` (from os_reserve),
+ * grown to `size`: its pages go along without a copy, the rest reads as
+ * zero. False (nothing changed; dest still reserved) if the kernel
+ * refuses, as its overcommit policy may for the growth. */
+bool os_move(void *p, size_t old, size_t size, void *dest) {
+  int saved = errno;
+  void *q = mremap(p, old, size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+  errno = saved;
+  return q != MAP_FAILED;
+}
 
 void os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
 

@@ -67,6 +67,10 @@ static void run_remove(arena_t *a, span_t *r) {
   if (a->runs[b] == NULL) a->runs_nonempty[b / 64] &= ~((uint64_t)1 << (b % 64));
 }
 
+/* Runs of one bin looked at for the best fit: bounds the search where a
+ * bin holds many runs (bins up to 128 pages hold one length each). */
+#define RUN_FIT_SCAN 32
+
 static span_t *run_find(arena_t *a, size_t np) {
   for (unsigned b = run_bin(np); b < HEAP_NBINS; b++) {
     uint64_t w = a->runs_nonempty[b / 64] >> (b % 64);
@@ -76,8 +80,18 @@ static span_t *run_find(arena_t *a, size_t np) {
     }
     b += (unsigned)__builtin_ctzll(w);
     if (b >= HEAP_NBINS) break;
-    for (span_t *r = a->runs[b]; r; r = r->next)
-      if (r->npages >= np) return r;
+    /* Best fit within the bin (a bin above 128 pages spans a doubling): a
+     * run much longer than the request would leave a dirty remainder that
+     * no request of this size can use. Dirty runs come first, and among
+     * equal fits the first is kept, so warm pages are preferred. */
+    span_t *best = NULL;
+    unsigned seen = 0;
+    for (span_t *r = a->runs[b]; r && seen < RUN_FIT_SCAN; r = r->next, seen++)
+      if (r->npages >= np && (best == NULL || r->npages < best->npages)) {
+        best = r;
+        if (r->npages == np) break;
+      }
+    if (best != NULL) return best;
   }
   return NULL;
 }
@@ -118,9 +132,90 @@ static void run_release(arena_t *a, span_t *r) {
   else run_purge(a, r);
 }
 
+/* Bytes of the mapping made for a request of np pages that no run fits. */
+static size_t heap_grow_size(size_t np) {
+  return np * PAGE > HEAP_CHUNK ? ALIGN_UP(np * PAGE, (size_t)2 << 20) : HEAP_CHUNK;
+}
+
+/* The largest dirty free run shorter than np pages that is a whole mapping
+ * of its own, or NULL. */
+static span_t *heap_remap_candidate(arena_t *a, size_t np) {
+  unsigned lo = run_bin(HEAP_CHUNK / PAGE), b = run_bin(np);
+  for (span_t *best = NULL;; b--) {
+    for (span_t *r = a->runs[b]; r; r = r->next)
+      if (r->dirty && r->npages < np && run_whole_mapping(r) &&
+          (best == NULL || r->npages > best->npages))
+        best = r;
+    if (best != NULL || b == lo) return best;
+  }
+}
+
+/* No free run holds np pages. Rather than map fresh memory beside dirty
+ * runs too short to serve (the footprint would be the live blocks plus
+ * every such run until decay), grow the largest dirty free mapping with
+ * mremap: its resident pages serve the request where they are (moved, if
+ * the kernel must, without a copy) and only the rest is new. A steady set
+ * of large blocks replaced by others of other sizes then reuses its pages
+ * instead of adding mappings. */
+static bool heap_grow_remap(arena_t *a, size_t np) {
+  if (np * PAGE <= HEAP_CHUNK) return false; /* a chunk of its own is as good */
+  span_t *r = heap_remap_candidate(a, np);
+  if (r == NULL) return false;
+  size_t old = r->npages * PAGE, size = heap_grow_size(np);
+  void *p = os_reserve(size);
+  if (p == NULL) return false;
+  if (!pagemap_reserve(p, size) || !os_move((void *)r->start, old, size, p)) {
+    os_unmap(p, size);
+    return false;
+  }
+  /* the moved mapping keeps its NUMA policy, and the grown part with it */
+  run_remove(a, r);
+  pagemap_set_ends((void *)r->start, r->npages, NULL);
+  a->mapped += size - old;
+  a->npages_dirty += (size - old) / PAGE; /* one run: dirty as a whole */
+  r->start = r->chunk_lo = (uintptr_t)p;
+  r->chunk_hi = r->start + size;
+  r->npages = size / PAGE;
+  r->zeroed = 0;
+  run_insert(a, r);
+  return true;
+}
+
+/* Grows the large block s, which starts its own mapping, to np pages by
+ * moving the mapping (what follows the block in it must be one free run,
+ * or nothing): no copy, and the old pages do not stay beside the new
+ * ones. The block gets the whole new mapping. False if it cannot. */
+bool pheap_move_grow(arena_t *a, span_t *s, size_t np) {
+  uintptr_t end = s->start + s->npages * PAGE;
+  span_t *tail = end < s->chunk_hi ? pagemap_get((void *)end) : NULL;
+  if (s->start != s->chunk_lo || np * PAGE <= HEAP_CHUNK ||
+      (end < s->chunk_hi && (tail == NULL || tail->kind != SPAN_FREE || tail->start != end ||
+                             tail->start + tail->npages * PAGE != s->chunk_hi)))
+    return false;
+  size_t old = s->chunk_hi - s->chunk_lo, size = heap_grow_size(np);
+  void *p = os_reserve(size);
+  if (p == NULL) return false;
+  if (!pagemap_reserve(p, size) || !os_move((void *)s->start, old, size, p)) {
+    os_unmap(p, size);
+    return false;
+  }
+  if (tail != NULL) { /* its pages are the block's now */
+    run_remove(a, tail);
+    pagemap_set_ends((void *)tail->start, tail->npages, NULL);
+    if (tail->dirty) a->npages_dirty -= tail->npages;
+    a->npages_active += tail->npages;
+    pheap_rec_delete(a, tail);
+  }
+  a->mapped += size - old;
+  a->npages_active += (size - old) / PAGE;
+  s->start = s->chunk_lo = (uintptr_t)p;
+  s->chunk_hi = s->start + size;
+  s->npages = size / PAGE;
+  return true;
+}
+
 static bool heap_grow(arena_t *a, size_t np) {
-  size_t size = np * PAGE > HEAP_CHUNK ? ALIGN_UP(np * PAGE, (size_t)2 << 20)
-                                       : HEAP_CHUNK;
+  size_t size = heap_grow_size(np);
   void *p = os_map(size);
   if (p == NULL) return false;
   span_t *r = pheap_rec_new(a);
@@ -181,7 +276,7 @@ bool pheap_alloc(arena_t *a, size_t np, size_t align, pages_t *out) {
   if (np + extra < np) return false;
   span_t *r = run_find(a, np + extra);
   if (r == NULL) {
-    if (!heap_grow(a, np + extra)) return false;
+    if (!heap_grow_remap(a, np + extra) && !heap_grow(a, np + extra)) return false;
     r = run_find(a, np + extra);
     if (r == NULL) return false;
   }

@@ -37,6 +37,10 @@ void pheap_free(arena_t *a, const pages_t *pg);
 /* Takes `np` pages starting exactly at `at` if a free run begins there and
  * is long enough (growing a large block in place). */
 bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner);
+/* Grows large block s, which starts a mapping of its own, to at least np
+ * pages by moving that mapping (mremap: no copy). s->start changes; the
+ * caller moves its page-map entries. False if it cannot. */
+bool pheap_move_grow(arena_t *a, span_t *s, size_t np);
 /* Purges dirty runs now: all of them, or those past decay; a run that is
  * a whole OS mapping is unmapped (with all, also a clean one). Returns
  * the pages purged. */

@@ -38,9 +38,11 @@ void *entry_realloc(void *p, size_t size, const void *caller) {
   if (!sample_taken(s, p) && realloc_charge(size)) {
     /* it still fits, and shrinking keeps more than half of it */
     if (s->kind == SPAN_SMALL && size <= old && size > old / 2) return p;
-    if (s->kind == SPAN_LARGE && size > SC_SMALL_MAX && size <= MAX_REQUEST &&
-        large_resize(s, size))
-      return p;
+    if (s->kind == SPAN_LARGE && size > SC_SMALL_MAX && size <= MAX_REQUEST) {
+      if (large_resize(s, size)) return p;
+      void *q = size > old ? large_move_grow(s, size) : NULL;
+      if (q != NULL) return q;
+    }
   }
   /* Growing out of its block: room for a quarter more, so a buffer grown
    * a little at a time moves once per 25% of growth, whatever the class
