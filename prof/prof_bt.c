@@ -275,7 +275,12 @@ static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
  * while they are unchanged, so is the stack (prof_bt_tctx). A saved rbp
  * that no later rule uses (the rbp-based CFA of a frame built with frame
  * pointers) cannot change the result, so its word is not kept: in code
- * without frame pointers most frames save rbp as a plain register. */
+ * without frame pointers most frames save rbp as a plain register. For
+ * the same reason the caller's rbp is part of the key only if a rule used
+ * it before a frame restored rbp from the stack (w->bp_in): a caller built
+ * without frame pointers holds data there, different at every call. */
+#define BT_BP_ENTRY ((unsigned)-2) /* bp is still the caller's */
+
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
 bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
          void **out, unsigned max, prof_walk_t *w) {
@@ -283,7 +288,9 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   uintptr_t pc = (uintptr_t)caller;
   unsigned n = 0, k = 0;
   bool need[PROF_WALK_WORDS];
-  unsigned bp_from = PROF_WALK_WORDS; /* the word bp came from, if kept */
+  /* the word bp came from, if kept; BT_BP_ENTRY while it is the caller's */
+  unsigned bp_from = BT_BP_ENTRY;
+  bool bp_in = false;
 #define READ(where, dst, needed)                                      \
   do {                                                                \
     uintptr_t a_ = (where), v_ = *(uintptr_t *)a_;                    \
@@ -294,9 +301,10 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
     k++;                                                              \
     (dst) = v_;                                                       \
   } while (0)
-#define USE_BP() \
-  do {           \
-    if (bp_from < PROF_WALK_WORDS) need[bp_from] = true; \
+#define USE_BP()                                       \
+  do {                                                 \
+    if (bp_from == BT_BP_ENTRY) bp_in = true;          \
+    else if (bp_from < PROF_WALK_WORDS) need[bp_from] = true; \
   } while (0)
   for (;;) {
     out[n] = (void *)pc;
@@ -341,6 +349,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   for (unsigned i = 0; i < k; i++)
     if (need[i]) w->word[kept++] = w->word[i];
   w->nwords = kept;
+  w->bp_in = bp_in;
   return n;
 other:
   w->nwords = PROF_WALK_NONE;
@@ -385,10 +394,9 @@ NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
     t = bt_other(td, caller, frame);
   } else {
     uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-    prof_walk_t *w = prof_walk_slot(td, caller, sp);
-    t = w->tctx != NULL && prof_walk_same(w, caller, sp, bp)
-            ? w->tctx
-            : prof_bt_walk_new(td, caller, sp, bp, w);
+    prof_walk_t *w;
+    t = prof_walk_find(td, caller, sp, bp, &w);
+    if (t == NULL) t = prof_bt_walk_new(td, caller, sp, bp, w);
   }
   tsd->reentrant--;
   return t;
@@ -425,3 +433,4 @@ void prof_bt_prime(void) {
   prof_loader_exit();
   tsd->reentrant--;
 }
+
