@@ -96,14 +96,16 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
       if (zero) memset(p, 0, size);
       if (unlikely(!sample_record_slot(s, i, tctx, charge)))
         prof_sample_cancel(tsd, tctx, charge);
+      tsd->prof_last = p;
       return p;
     }
   }
   void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
-    if (p == NULL || !sample_record(pagemap_get(p), p, tctx, charge))
+    if (p == NULL || !sample_record(pagemap_get(p), p, tctx, charge, own_page))
       prof_sample_cancel(tsd, tctx, charge);
   }
+  tsd->prof_last = p;
   return p;
 }
 

@@ -29,10 +29,11 @@ static uint32_t slot_of(span_t *s, const void *p) {
   return span_slot(s, p, &ok);
 }
 
-bool sample_record(span_t *s, void *p, void *tctx, size_t size) {
+bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed) {
   if (s->kind == SPAN_LARGE) {
     s->large_tctx = tctx;
     s->large_size = size;
+    s->large_birth = timed ? nalloc_now_ns() : 0;
     return true;
   }
   return sample_record_slot(s, slot_of(s, p), tctx, size);
@@ -51,23 +52,23 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size) {
   return sample_record_slot(s, i, tctx, size);
 }
 
-void sample_release_slot(span_t *s, uint32_t i) {
+void sample_release_slot(span_t *s, uint32_t i, const void *p) {
   _Atomic(sample_slot_t) *r = sample_slot(s, i);
   sample_slot_t v = r ? load_rlx(r) : 0;
   if (v == 0) return;
   store_rlx(r, 0);
-  prof_sample_free(sample_tctx(v), sample_size(v));
+  prof_sample_free(sample_tctx(v), sample_size(v), p, 0);
 }
 
 void sample_release(span_t *s, void *p) {
   if (s->kind != SPAN_LARGE) {
-    sample_release_slot(s, slot_of(s, p));
+    sample_release_slot(s, slot_of(s, p), p);
     return;
   }
   void *tctx = s->large_tctx;
   if (tctx == NULL) return;
   s->large_tctx = NULL;
-  prof_sample_free(tctx, s->large_size);
+  prof_sample_free(tctx, s->large_size, p, s->large_birth);
 }
 
 bool sample_taken(span_t *s, const void *p) {

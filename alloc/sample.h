@@ -8,8 +8,10 @@
 #include "types.h"
 
 /* p (just allocated) was sampled: remember (tctx, size). False when no
- * metadata memory could be had (the sample is then not recorded). */
-bool sample_record(span_t *s, void *p, void *tctx, size_t size);
+ * metadata memory could be had (the sample is then not recorded).
+ * `timed`: p has a page run of its own (SPAN_LARGE), whose record also
+ * keeps the time of birth for the profiler's lifetime histogram. */
+bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed);
 /* The same for slot i of small span s; inline while the span already has
  * its records (exact mode: every span but for its first sample). */
 bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size);
@@ -22,8 +24,8 @@ static inline bool sample_record_slot(span_t *s, uint32_t i, void *tctx, size_t 
 /* If p was sampled, forgets it and tells the profiler it is gone. Called
  * by the freeing thread, before the slot is freed. */
 void sample_release(span_t *s, void *p);
-/* The same for slot i of small span s. */
-void sample_release_slot(span_t *s, uint32_t i);
+/* The same for slot i of small span s, which p starts. */
+void sample_release_slot(span_t *s, uint32_t i, const void *p);
 /* Whether p's record holds a sample. */
 bool sample_taken(span_t *s, const void *p);
 

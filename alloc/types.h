@@ -112,6 +112,7 @@ typedef struct span_s {
   _Atomic(sample_slot_t *) prof;
   void *large_tctx;
   size_t large_size;
+  uint64_t large_birth; /* nalloc_now_ns() at the sample; 0: not kept */
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
    * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
    * freed by other threads, set with fetch_or, collected by the owner),
@@ -201,6 +202,8 @@ typedef struct tsd_s {
   uint16_t arena;           /* index of the arena this thread uses */
   uint32_t tid;             /* kernel thread id, 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
+  const void *prof_last;    /* the last block malloc_sampled returned: a
+                               free of it is a temporary allocation (prof/) */
   uint32_t lock_ranks;      /* debug build: bit r = a lock of rank r held */
 } tsd_t;
 

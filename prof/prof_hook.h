@@ -9,8 +9,17 @@
  *   if (tctx) { p ? store (tctx, size) in p's span metadata
  *                 : prof_sample_cancel(tsd, tctx, size); }
  * and of its free (any thread): alloc/ finds (tctx, size) in the span,
- * clears it, then calls prof_sample_free(tctx, size).
- * realloc samples the new object before it frees the old one. */
+ * clears it, then calls prof_sample_free(tctx, size, p, birth).
+ * realloc samples the new object before it frees the old one.
+ * For the profiler's views (issue 14):
+ *   - temporary allocations: every allocation that reaches malloc_sampled
+ *     (in exact mode, every allocation) stores its block in
+ *     tsd->prof_last, so that a free can tell the block is the thread's
+ *     latest (nothing else allocated since);
+ *   - lifetimes: a sampled block with a page run of its own (own_page)
+ *     keeps its birth time in its span record (large_birth);
+ *   - NUMA nodes: a thread's blocks come from its arena, so the node is
+ *     the arena's; thread.arena tells the profiler (prof_thread_arena). */
 #ifndef PROF_HOOK_H
 #define PROF_HOOK_H
 
@@ -46,8 +55,12 @@ void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
                   const void *frame, bool *own_page);
 /* The allocation prof_sample counted failed: takes it back out. */
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size);
-/* Subtracts one object of `size` bytes from tctx; any thread may call. */
-void prof_sample_free(void *tctx, size_t size);
+/* Subtracts one object of `size` bytes from tctx; any thread may call.
+ * `p`: the block (compared with tsd->prof_last: a temporary allocation);
+ * `birth`: nalloc_now_ns() when it was allocated, 0 if not kept. */
+void prof_sample_free(void *tctx, size_t size, const void *p, uint64_t birth);
+/* The calling thread now allocates from arena i (thread.arena). */
+void prof_thread_arena(tsd_t *tsd, unsigned i);
 
 /* Bytes the profiler has mapped for its own records (prof_mem.c, not
  * base_alloc): part of stats.metadata. */
