@@ -451,7 +451,7 @@ static int64_t ph_round(double v) {
 
 /* String indices of the sample types and labels beyond the fixed ones. */
 typedef struct {
-  uint64_t node_key, life_key, life_max_key, ns_unit;
+  uint64_t node_key, node_unit, life_key, life_max_key, ns_unit;
   uint64_t life_str[PH_LIFE_N];
   unsigned nv; /* values per sample: 4, + temporary, + lifetime */
   int temp_i, life_i; /* their index in a sample's values, -1: none */
@@ -499,8 +499,11 @@ static void ph_entry(ph_prof_t *p, const ph_stack_t *s, const ph_extra_t *x,
     any |= (v[x->temp_i] = ph_round(s->temp)) != 0;
   int nlab = 0;
   if (s->node >= 0) {
+    /* with a unit: pprof drops a numeric label whose num and unit are
+     * both 0, and node 0 is a node like the others */
     ll[0] = pb_field(lab[0], 1, x->node_key);
     ll[0] += pb_field(lab[0] + ll[0], 3, (uint64_t)s->node);
+    ll[0] += pb_field(lab[0] + ll[0], 4, x->node_unit);
     nlab = 1;
   }
   if (any) ph_sample_out(out, ids, s->npc, v, x->nv, lab, ll, nlab);
@@ -566,7 +569,10 @@ bool ph_prof_write(ph_prof_t *p, const char *default_type, uint64_t time_ns,
     for (int b = 0; b < PH_LIFE_N; b++)
       x.life_str[b] = pb_string(&st, ph_life_names[b], strlen(ph_life_names[b]));
   }
-  if (p->nodes) x.node_key = pb_string(&st, "numa_node", 9);
+  if (p->nodes) {
+    x.node_key = pb_string(&st, "numa_node", 9);
+    x.node_unit = pb_string(&st, "node", 4);
+  }
 
   size_t nlines = 1, cap = 1;
   for (size_t i = 0; i < p->maps.len; i++) nlines += p->maps.p[i] == '\n';
