@@ -107,6 +107,9 @@ typedef struct span_s {
   size_t usize;                 /* SPAN_LARGE: usable bytes */
   uint8_t dirty;                /* SPAN_FREE: pages may still be resident */
   uint8_t zeroed;               /* the pages read as zero */
+  _Atomic uint8_t prof_births;  /* SPAN_SMALL: `prof` holds a birth time per
+                                   slot after its records (sample.c; a
+                                   record with bit 0 set has one) */
   /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
    * the span was sampled. SPAN_LARGE: the block's tctx and size. */
   _Atomic(sample_slot_t *) prof;

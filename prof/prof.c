@@ -134,7 +134,7 @@ static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
  * automatic dumps. */
 static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
                                          prof_tctx_t *t, size_t size,
-                                         bool *own_page) {
+                                         unsigned *how) {
   if (t->bkt != td->want_bkt &&
       (t = prof_tctx_bucket(td, t, td->want_bkt)) == NULL)
     return NULL;
@@ -143,7 +143,7 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_PEAK) prof_peak_cow(t);
   for (int i = 0; i < C_N; i++) OWN_ADD(t->alloc[i], v[i]);
-  *own_page = t->lg >= 16;
+  *how = (t->lg >= 16 ? PROF_OWN_PAGE : 0) | (t->lg != 0 ? PROF_TIMED : 0);
   if (slow & PROF_SLOW_PEAK) {
     td->pk_d += est;
     if (td->pk_d > td->pk_hi) prof_peak_rise(td);
@@ -158,7 +158,7 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
  * two counter updates (and with the peak profile kept, an epoch check
  * and a thread-local sum). */
 NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
-                                 const void *frame, bool *own_page) {
+                                 const void *frame, unsigned *how) {
   prof_tdata_t *td = tsd->prof_tdata;
   if (likely(td != NULL && td->exact &&
              atomic_load_explicit(&td->attn, memory_order_relaxed) == 0))
@@ -172,7 +172,7 @@ NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   if (unlikely(t == NULL)) return NULL;
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (unlikely(t->lg != 0 || (slow & ~(unsigned)PROF_SLOW_PEAK) != 0))
-    return sample_slow(tsd, td, t, size, own_page);
+    return sample_slow(tsd, td, t, size, how);
   if (unlikely(slow)) prof_peak_cow(t);
   OWN_ADD(t->alloc[C_OBJS], 1);
   OWN_ADD(t->alloc[C_BYTES], size);
@@ -251,7 +251,7 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
   if (slow & PROF_SLOW_PEAK) free_peak(tsd, td, t, est);
-  if (birth != 0 && t->lg != 0) { /* before the last touch (objects) */
+  if (birth != 0) { /* before the last touch (objects) */
     uint64_t now = nalloc_now_ns();
     prof_life_add(t, now > birth ? now - birth : 0);
   }
