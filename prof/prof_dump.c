@@ -495,9 +495,20 @@ static void je_line(const snap_t *s, const rec_t *b, const rec_t *e,
   line_values(s, false, cur, acc, v);
   wr_counts(v);
   wr_str("\n");
+  /* One row per thread: a thread that moved between NUMA nodes has a
+   * record per node (sorted apart), summed here as jeprof expects. */
   for (const rec_t *r = b; r < e; r++) {
     if (r->uid == UID_RETIRED) continue;
-    line_values(s, false, &r->cur, &r->acc, v);
+    bool seen = false;
+    for (const rec_t *q = b; q < r && !seen; q++) seen = q->uid == r->uid;
+    if (seen) continue;
+    prof_cnt_t tc = r->cur, ta = r->acc;
+    for (const rec_t *q = r + 1; q < e; q++)
+      if (q->uid == r->uid) {
+        cnt_add(&tc, &q->cur);
+        cnt_add(&ta, &q->acc);
+      }
+    line_values(s, false, &tc, &ta, v);
     wr_str("  t");
     wr_u64(r->uid);
     wr_str(": ");

@@ -6,7 +6,9 @@
  * remotely. For every node the '#nalloc node' lines of the dump must hold
  * exactly the live and allocated objects and bytes the model says (the
  * node of a block is that of the arena it came from, stats.arenas.<i>.node),
- * their sum must equal the stack's ordinary record, and the ordinary
+ * their sum must equal the stack's ordinary record (with
+ * prof_format:jemalloc: each thread has one row per stack, the rows of a
+ * thread's per-node records summed), and the ordinary
  * records must be the same as in a one-node run (checked by readers.sh
  * and the other tests: the node lines are '#' lines the readers skip). */
 #include "prof_check.h"
@@ -104,8 +106,69 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static bool jeformat;
+
+/* prof_format:jemalloc: site_numa's t* row holds the model's totals over
+ * every node, and each thread has one row (a thread that moved has a
+ * record per node; the rows sum them). Values are raw here: exact mode's
+ * R = 1 correction is below rounding for blocks of 16 bytes and more. */
+static void je_check(const char *path, const char *what) {
+  FILE *f = fopen(path, "r");
+  CHECK(f);
+  char line[8192];
+  bool in = false;
+  uint64_t star[4] = {0, 0, 0, 0}, sum[4] = {0, 0, 0, 0}, uids[64];
+  int nuid = 0, rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "MAPPED_LIBRARIES:", 17) == 0) break;
+    CHECK(line[0] != '#'); /* no view lines in this format */
+    if (line[0] == '@') { /* site_numa has two stacks: from main, workers */
+      in = strcmp(pc_fn(strtoull(line + 2, NULL, 16)), "site_numa") == 0;
+      nuid = 0;
+      continue;
+    }
+    const char *s = line;
+    while (*s == ' ') s++;
+    if (!in || *s != 't') continue;
+    uint64_t c[4];
+    if (s[1] == '*') {
+      s += 4;
+      CHECK(pc_counts(&s, c));
+      for (int k = 0; k < 4; k++) star[k] += c[k];
+      continue;
+    }
+    uint64_t uid = strtoull(s + 1, (char **)&s, 10);
+    s += 2;
+    CHECK(pc_counts(&s, c));
+    for (int i = 0; i < nuid; i++) CHECK(uids[i] != uid);
+    CHECK(nuid < 64);
+    uids[nuid++] = uid;
+    rows++;
+    for (int k = 0; k < 4; k++) sum[k] += c[k];
+  }
+  fclose(f);
+  model_t tot = {0, 0, 0, 0};
+  for (int d = 0; d < NODES; d++)
+    tot.n += model[d].n, tot.b += model[d].b, tot.an += model[d].an,
+        tot.ab += model[d].ab;
+  printf("%s (jemalloc format): t* %" PRIu64 ": %" PRIu64 " [%" PRIu64
+         ": %" PRIu64 "], %d thread rows\n",
+         what, star[0], star[1], star[2], star[3], rows);
+  CHECK_EQ_U(star[0], tot.n);
+  CHECK_EQ_U(star[1], tot.b);
+  CHECK_EQ_U(star[2], tot.an);
+  CHECK_EQ_U(star[3], tot.ab);
+  /* exited threads' counts stay in t* without a row (prof_threads.c) */
+  if (strcmp(what, "exited") != 0)
+    for (int k = 0; k < 4; k++) CHECK_EQ_U(sum[k], star[k]);
+}
+
 static void check_dump(const char *path, const char *what) {
   CHECK(ctl_dump(path) == 0);
+  if (jeformat) {
+    je_check(path, what);
+    return;
+  }
   pc_prof_t P = pc_load(path);
   CHECK_EQ_U(P.rate, 1);
   pc_sum_t all = pc_sum(&P, "site_numa", NULL);
@@ -142,6 +205,10 @@ int main(void) {
             nodes);
     return 77;
   }
+  const char *fmt = NULL;
+  sz = sizeof fmt;
+  CHECK(nalloc_ctl("opt.prof_format", &fmt, &sz, NULL, 0) == 0);
+  jeformat = strcmp(fmt, "jemalloc") == 0;
   unsigned narenas = 0;
   sz = sizeof narenas;
   CHECK(nalloc_ctl("arenas.narenas", &narenas, &sz, NULL, 0) == 0);
