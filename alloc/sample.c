@@ -25,7 +25,7 @@ static inline size_t sample_size(sample_slot_t r) {
 }
 
 /* The birth times of small span s's slots (s->prof_births). */
-static inline sample_slot_t *ps_births(span_t *s) {
+static inline sample_slot_t *sample_births(span_t *s) {
   return atomic_load_explicit(&s->prof, memory_order_acquire) + s->nslots;
 }
 
@@ -76,7 +76,7 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
   if (!atomic_compare_exchange_strong(&s->prof, &ps, fresh)) {
     base_free(fresh, bytes);
   } else if (births) {
-      /* only the span's allocating thread reads it (sample_record_timed),
+    /* only the span's allocating thread reads it (sample_record_timed),
      * and span_destroy: a free tells a timed record by its own bit */
     store_rlx(&s->prof_births, 1);
   }
@@ -92,7 +92,7 @@ void sample_release_slot(span_t *s, uint32_t i, const void *p) {
   store_rlx(r, 0);
   uint64_t birth = 0;
   if (unlikely(v & SAMPLE_TIMED)) /* sampled mode only */
-    birth = load_rlx((_Atomic(sample_slot_t) *)&ps_births(s)[i]);
+    birth = load_rlx((_Atomic(sample_slot_t) *)&sample_births(s)[i]);
   prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
 }
 

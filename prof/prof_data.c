@@ -205,6 +205,30 @@ static void gctx_hash_del(prof_gctx_t *g) {
   gctx_n--;
 }
 
+/* ---- lifetimes ---------------------------------------------------------- */
+
+void prof_life_add(prof_tctx_t *t, uint64_t ns) {
+  prof_gctx_t *g = t->gctx; /* alive: t counts the object being freed */
+  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_acquire);
+  if (l == NULL) {
+    prof_life_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
+    if (fresh == NULL) return; /* not counted */
+    if (atomic_compare_exchange_strong_explicit(&g->life, &l, fresh,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      l = fresh;
+    else
+      prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
+  }
+  atomic_fetch_add_explicit(&l->n[prof_life_bkt(ns)], 1, memory_order_relaxed);
+}
+
+static void life_free(prof_gctx_t *g) {
+  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
+  if (l != NULL) prof_mem_free(l, sizeof *l, PM_GCTX);
+  atomic_store_explicit(&g->life, NULL, memory_order_relaxed);
+}
+
 /* The end of a dump (every profiler lock held): a gctx that the dump found
  * idle (nothing points to it, nothing new since the previous dump wrote
  * its counts) and that is still so goes. */
@@ -218,6 +242,7 @@ void prof_gctx_reap_locked(void) {
       else atomic_store_explicit(&prof_gctx_all, nx, memory_order_release);
       gctx_hash_del(g);
       ret_free_all(g);
+      life_free(g);
       tail_put(g->tail);
       prof_mem_free(g, gctx_size(g->nframes), PM_GCTX);
       atomic_fetch_sub_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
@@ -735,8 +760,10 @@ void prof_reset(unsigned lg) {
        g; g = g->next_all) {
     ret_free_all(g);
     g->ret_new = false;
-    for (int i = 0; i < PROF_LIFE_N; i++)
-      atomic_store_explicit(&g->life[i], 0, memory_order_relaxed);
+    prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
+    if (l != NULL) /* kept: a free in flight may be adding to it */
+      for (int i = 0; i < PROF_LIFE_N; i++)
+        atomic_store_explicit(&l->n[i], 0, memory_order_relaxed);
   }
   prof_peak_reset();
   nlock_unlock(&prof_tdatas_lock);

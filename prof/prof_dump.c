@@ -450,9 +450,10 @@ static void views_stack(const snap_t *s, const rec_t *b, const rec_t *e,
   } else {
     uint32_t c[PROF_LIFE_N];
     bool any = false;
+    prof_life_t *l = atomic_load_explicit(&b->g->life, memory_order_acquire);
+    if (l == NULL) return;
     for (int k = 0; k < PROF_LIFE_N; k++)
-      any |= (c[k] = atomic_load_explicit(&b->g->life[k],
-                                          memory_order_relaxed)) != 0;
+      any |= (c[k] = atomic_load_explicit(&l->n[k], memory_order_relaxed)) != 0;
     if (!any) return;
     wr_str("#nalloc lifetime");
     for (int k = 0; k < PROF_LIFE_N; k++) {

@@ -160,6 +160,9 @@ typedef struct prof_ret_s {
  * 2^34 ns (17 s) up. Powers of 4 keep the histogram on half a cache line
  * while spanning a microsecond to minutes. */
 #define PROF_LIFE_N 14
+typedef struct prof_life_s {
+  _Atomic uint32_t n[PROF_LIFE_N];
+} prof_life_t;
 static inline unsigned prof_life_bkt(uint64_t ns) {
   if (ns < 1024) return 0;
   unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)ns);
@@ -195,8 +198,9 @@ typedef struct prof_gctx_s {
   /* Sampled objects of this stack by lifetime (prof_life_bkt), added by
    * whichever thread frees one (fetch_add: sampled frees are rare). Kept
    * here rather than per tctx: no tctx grows a cache line for it, and the
-   * stack outlives its tctxs. */
-  _Atomic uint32_t life[PROF_LIFE_N];
+   * stack outlives its tctxs. Made on the stack's first timed free (NULL
+   * until then, and always in exact mode, whose stacks are many). */
+  _Atomic(prof_life_t *) life;
   unsigned nframes;  /* all of them */
   void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
@@ -464,11 +468,9 @@ void prof_dead_sweep_locked(void);
 void prof_gctx_reap_locked(void);
 /* cur: live counts; acc (optional): allocated ever. */
 void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc);
-/* A sampled object of t lived `ns` nanoseconds (any thread). */
-static inline void prof_life_add(prof_tctx_t *t, uint64_t ns) {
-  atomic_fetch_add_explicit(&t->gctx->life[prof_life_bkt(ns)], 1,
-                            memory_order_relaxed);
-}
+/* A sampled object of t lived `ns` nanoseconds (any thread; the first
+ * one of a stack makes its histogram). */
+void prof_life_add(prof_tctx_t *t, uint64_t ns);
 void prof_reset(unsigned lg);
 extern prof_trec_t *prof_tdatas; /* live threads (prof_tdatas_lock) */
 extern prof_trec_t *prof_dead;   /* standalone records of exited threads */
