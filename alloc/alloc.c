@@ -82,10 +82,11 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
                                             bool zero, const void *caller,
                                             const void *frame) {
   void *tctx = NULL;
-  bool own_page = false;
+  unsigned how = 0;
   if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
     tctx = prof_sample(tsd, charge, caller,
-                       frame ? frame : __builtin_frame_address(0), &own_page);
+                       frame ? frame : __builtin_frame_address(0), &how);
+  bool own_page = how & PROF_OWN_PAGE;
   if (tctx != NULL && !own_page && size <= SC_SMALL_MAX && align <= 16) {
     /* exact mode's common case: the slot's index is known, no lookup */
     span_t *s = tsd->heap->cur[sc_index(size)];
@@ -94,16 +95,21 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
       uint32_t i = s->cursor * 64 + (uint32_t)ctz64(b);
       void *p = span_take(s, b);
       if (zero) memset(p, 0, size);
-      if (unlikely(!sample_record_slot(s, i, tctx, charge)))
+      if (unlikely(!(how & PROF_TIMED
+                         ? sample_record_timed(s, i, tctx, charge)
+                         : sample_record_slot(s, i, tctx, charge))))
         prof_sample_cancel(tsd, tctx, charge);
+      tsd->prof_last = p;
       return p;
     }
   }
   void *p = alloc_core(tsd, size, align, zero, own_page);
   if (unlikely(tctx != NULL)) {
-    if (p == NULL || !sample_record(pagemap_get(p), p, tctx, charge))
+    if (p == NULL ||
+        !sample_record(pagemap_get(p), p, tctx, charge, how & PROF_TIMED))
       prof_sample_cancel(tsd, tctx, charge);
   }
+  tsd->prof_last = p;
   return p;
 }
 

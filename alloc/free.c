@@ -73,7 +73,7 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn) {
     return;
   }
   if (atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL) {
-    sample_release_slot(s, i);
+    sample_release_slot(s, i, p);
     /* exact mode's common case: the thread's own span, not full */
     heap_t *me = tsd_get()->heap;
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me &&

@@ -1,5 +1,6 @@
 /* sample.c -- records of sampled blocks (sample.h): small spans keep an
- * array of sample_slot_t, one per slot, made on the span's first sample;
+ * array of sample_slot_t, one per slot, made on the span's first sample
+ * (in sampled mode followed by one birth time per slot: prof_births);
  * a large block keeps its own in its record.
  *
  * A span's first sample also turns off its frees' fast path (owner_fast),
@@ -11,11 +12,21 @@
 #include "span.h"
 #include "../prof/prof_hook.h"
 
+/* Bit 0 of a slot's record (tctxs are 64-byte aligned): the slot's birth
+ * time is kept (sample_record_timed), so that a free looks for it without
+ * reading the span's prof_births. */
+#define SAMPLE_TIMED ((sample_slot_t)1)
 static inline void *sample_tctx(sample_slot_t r) {
-  return (void *)(uintptr_t)(r & (((uint64_t)1 << SAMPLE_SIZE_SHIFT) - 1));
+  return (void *)(uintptr_t)(r & (((uint64_t)1 << SAMPLE_SIZE_SHIFT) - 1) &
+                             ~SAMPLE_TIMED);
 }
 static inline size_t sample_size(sample_slot_t r) {
   return (size_t)(r >> SAMPLE_SIZE_SHIFT);
+}
+
+/* The birth times of small span s's slots (s->prof_births). */
+static inline sample_slot_t *sample_births(span_t *s) {
+  return atomic_load_explicit(&s->prof, memory_order_acquire) + s->nslots;
 }
 
 /* Slot i's record in small span s, or NULL while nothing in s was sampled. */
@@ -29,45 +40,71 @@ static uint32_t slot_of(span_t *s, const void *p) {
   return span_slot(s, p, &ok);
 }
 
-bool sample_record(span_t *s, void *p, void *tctx, size_t size) {
+bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed) {
   if (s->kind == SPAN_LARGE) {
     s->large_tctx = tctx;
     s->large_size = size;
+    s->large_birth = timed ? nalloc_now_ns() : 0;
     return true;
   }
+  if (timed) return sample_record_timed(s, slot_of(s, p), tctx, size);
   return sample_record_slot(s, slot_of(s, p), tctx, size);
+}
+
+/* Births sit after the nslots records. A span whose records were made
+ * without them (its first sample was exact, before a prof.reset) keeps
+ * its samples untimed: they are left out of the histogram. */
+bool sample_record_timed(span_t *s, uint32_t i, void *tctx, size_t size) {
+  sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
+  if (ps == NULL) return sample_record_first(s, i, tctx, size, true);
+  if (!load_rlx(&s->prof_births)) return sample_record_slot(s, i, tctx, size);
+  store_rlx((_Atomic(sample_slot_t) *)&ps[s->nslots + i], nalloc_now_ns());
+  store_rlx((_Atomic(sample_slot_t) *)&ps[i],
+            (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx | SAMPLE_TIMED);
+  return true;
 }
 
 /* The span's first sample: its records are made, and its frees leave the
  * fast path from now on (they must look for a record). */
-bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size) {
+bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
+                         bool births) {
   nalloc_assert(s->kind == SPAN_SMALL && size <= SC_SMALL_MAX && i < s->nslots);
   sample_slot_t *ps = NULL;
-  size_t bytes = sizeof(sample_slot_t) * s->nslots;
+  size_t bytes = sizeof(sample_slot_t) * s->nslots * (births ? 2 : 1);
   sample_slot_t *fresh = base_alloc(bytes);
   if (fresh == NULL) return false;
-  if (!atomic_compare_exchange_strong(&s->prof, &ps, fresh)) base_free(fresh, bytes);
+  if (!atomic_compare_exchange_strong(&s->prof, &ps, fresh)) {
+    base_free(fresh, bytes);
+  } else if (births) {
+    /* only the span's allocating thread reads it (sample_record_timed),
+     * and span_destroy: a free tells a timed record by its own bit */
+    store_rlx(&s->prof_births, 1);
+  }
   store_rlx(&s->owner_fast, NULL);
+  if (births) return sample_record_timed(s, i, tctx, size);
   return sample_record_slot(s, i, tctx, size);
 }
 
-void sample_release_slot(span_t *s, uint32_t i) {
+void sample_release_slot(span_t *s, uint32_t i, const void *p) {
   _Atomic(sample_slot_t) *r = sample_slot(s, i);
   sample_slot_t v = r ? load_rlx(r) : 0;
   if (v == 0) return;
   store_rlx(r, 0);
-  prof_sample_free(sample_tctx(v), sample_size(v));
+  uint64_t birth = 0;
+  if (unlikely(v & SAMPLE_TIMED)) /* sampled mode only */
+    birth = load_rlx((_Atomic(sample_slot_t) *)&sample_births(s)[i]);
+  prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
 }
 
 void sample_release(span_t *s, void *p) {
   if (s->kind != SPAN_LARGE) {
-    sample_release_slot(s, slot_of(s, p));
+    sample_release_slot(s, slot_of(s, p), p);
     return;
   }
   void *tctx = s->large_tctx;
   if (tctx == NULL) return;
   s->large_tctx = NULL;
-  prof_sample_free(tctx, s->large_size);
+  prof_sample_free(tctx, s->large_size, p, s->large_birth);
 }
 
 bool sample_taken(span_t *s, const void *p) {

@@ -124,8 +124,11 @@ void span_destroy(span_t *s) {
   span_check(s);
   nalloc_assert(s->used == 0 && s->list != SL_CUR);
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_relaxed);
-  if (ps) base_free(ps, sizeof(sample_slot_t) * s->nslots);
+  if (ps)
+    base_free(ps, sizeof(sample_slot_t) * s->nslots *
+                      (load_rlx(&s->prof_births) ? 2 : 1));
   atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
+  store_rlx(&s->prof_births, 0);
   store_rlx(&s->owner_fast, NULL);
   atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
   if (a->broken) return; /* fork child: its page heap may be mid-update */

@@ -90,6 +90,7 @@ bool tsd_set_arena(unsigned i) {
   atomic_fetch_add_explicit(&to->nthreads, 1, memory_order_relaxed);
   tsd->arena = (uint16_t)i;
   if (tsd->heap != &heap_none) heap_move(tsd->heap, to);
+  if (opt_prof) prof_thread_arena(tsd, i);
   return true;
 }
 

@@ -107,11 +107,15 @@ typedef struct span_s {
   size_t usize;                 /* SPAN_LARGE: usable bytes */
   uint8_t dirty;                /* SPAN_FREE: pages may still be resident */
   uint8_t zeroed;               /* the pages read as zero */
+  _Atomic uint8_t prof_births;  /* SPAN_SMALL: `prof` holds a birth time per
+                                   slot after its records (sample.c; a
+                                   record with bit 0 set has one) */
   /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
    * the span was sampled. SPAN_LARGE: the block's tctx and size. */
   _Atomic(sample_slot_t *) prof;
   void *large_tctx;
   size_t large_size;
+  uint64_t large_birth; /* nalloc_now_ns() at the sample; 0: not kept */
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
    * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
    * freed by other threads, set with fetch_or, collected by the owner),
@@ -201,6 +205,8 @@ typedef struct tsd_s {
   uint16_t arena;           /* index of the arena this thread uses */
   uint32_t tid;             /* kernel thread id, 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
+  const void *prof_last;    /* the last block malloc_sampled returned: a
+                               free of it is a temporary allocation (prof/) */
   uint32_t lock_ranks;      /* debug build: bit r = a lock of rank r held */
 } tsd_t;
 

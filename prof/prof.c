@@ -134,7 +134,7 @@ static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
  * automatic dumps. */
 static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
                                          prof_tctx_t *t, size_t size,
-                                         bool *own_page) {
+                                         unsigned *how) {
   if (t->bkt != td->want_bkt &&
       (t = prof_tctx_bucket(td, t, td->want_bkt)) == NULL)
     return NULL;
@@ -143,7 +143,7 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_PEAK) prof_peak_cow(t);
   for (int i = 0; i < C_N; i++) OWN_ADD(t->alloc[i], v[i]);
-  *own_page = t->lg >= 16;
+  *how = (t->lg >= 16 ? PROF_OWN_PAGE : 0) | (t->lg != 0 ? PROF_TIMED : 0);
   if (slow & PROF_SLOW_PEAK) {
     td->pk_d += est;
     if (td->pk_d > td->pk_hi) prof_peak_rise(td);
@@ -158,7 +158,7 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
  * two counter updates (and with the peak profile kept, an epoch check
  * and a thread-local sum). */
 NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
-                                 const void *frame, bool *own_page) {
+                                 const void *frame, unsigned *how) {
   prof_tdata_t *td = tsd->prof_tdata;
   if (likely(td != NULL && td->exact &&
              atomic_load_explicit(&td->attn, memory_order_relaxed) == 0))
@@ -172,7 +172,7 @@ NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   if (unlikely(t == NULL)) return NULL;
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (unlikely(t->lg != 0 || (slow & ~(unsigned)PROF_SLOW_PEAK) != 0))
-    return sample_slow(tsd, td, t, size, own_page);
+    return sample_slow(tsd, td, t, size, how);
   if (unlikely(slow)) prof_peak_cow(t);
   OWN_ADD(t->alloc[C_OBJS], 1);
   OWN_ADD(t->alloc[C_BYTES], size);
@@ -188,7 +188,7 @@ void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
   prof_tdata_t *td = tsd->prof_tdata;
   if (atomic_load_explicit(&t->owner, memory_order_relaxed) !=
       (prof_trec_t *)td) { /* reset meanwhile: count it freed */
-    prof_sample_free(tctx, size);
+    prof_sample_free(tctx, size, NULL, 0);
     return;
   }
   uint64_t v[C_N];
@@ -232,15 +232,32 @@ static void free_remote(prof_tctx_t *t, const uint64_t v[C_N]) {
   if (dead && old + 1 == lim) prof_dead_zeroed();
 }
 
+/* The owner frees its latest block: nothing was allocated in between, a
+ * temporary allocation in heaptrack's sense. Exact mode only: when
+ * sampling, prof_last is the latest sampled block, not the latest block. */
+static NALLOC_ALWAYS_INLINE void free_temp(tsd_t *tsd, prof_tctx_t *t,
+                                           const void *p) {
+  if (p == tsd->prof_last) {
+    tsd->prof_last = NULL;
+    OWN_ADD(t->temp, 1);
+  }
+}
+
 static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
-                                             prof_tctx_t *t, size_t size) {
+                                             prof_tctx_t *t, size_t size,
+                                             const void *p, uint64_t birth) {
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
   if (slow & PROF_SLOW_PEAK) free_peak(tsd, td, t, est);
+  if (birth != 0) { /* before the last touch (objects) */
+    uint64_t now = nalloc_now_ns();
+    prof_life_add(t, now > birth ? now - birth : 0);
+  }
   if (atomic_load_explicit(&t->owner, memory_order_relaxed) ==
       (prof_trec_t *)td) {
+    if (t->lg == 0) free_temp(tsd, t, p);
     for (int i = C_N - 1; i >= 0; i--) OWN_ADD(t->freed[i], v[i]);
     return;
   }
@@ -250,15 +267,17 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
 /* The owner's free in exact mode with the peak profile kept, when it
  * leaves a peak or copies t (pk_d already counts it): out of line, so
  * that prof_sample_free needs no stack frame. */
-static NALLOC_NOINLINE void free_own_peak(prof_tdata_t *td, prof_tctx_t *t,
-                                          size_t size) {
+static NALLOC_NOINLINE void free_own_peak(tsd_t *tsd, prof_tdata_t *td,
+                                          prof_tctx_t *t, size_t size,
+                                          const void *p) {
   if (td->pk_d < td->pk_lo) prof_peak_fall(td, (int64_t)size);
   prof_peak_cow(t);
+  free_temp(tsd, t, p);
   OWN_ADD(t->freed[C_BYTES], size);
   OWN_ADD(t->freed[C_OBJS], 1);
 }
 
-void prof_sample_free(void *tctx, size_t size) {
+void prof_sample_free(void *tctx, size_t size, const void *p, uint64_t birth) {
   prof_tctx_t *t = tctx;
   tsd_t *tsd = tsd_get();
   prof_tdata_t *td = tsd->prof_tdata;
@@ -272,15 +291,21 @@ void prof_sample_free(void *tctx, size_t size) {
                    atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
                        atomic_load_explicit(&prof_pk_epoch,
                                             memory_order_relaxed))) {
-        free_own_peak(td, t, size);
+        free_own_peak(tsd, td, t, size, p);
         return;
       }
     }
+    free_temp(tsd, t, p);
     OWN_ADD(t->freed[C_BYTES], size);
     OWN_ADD(t->freed[C_OBJS], 1);
     return;
   }
-  sample_free_slow(tsd, td, t, size);
+  sample_free_slow(tsd, td, t, size, p, birth);
+}
+
+void prof_thread_arena(tsd_t *tsd, unsigned i) {
+  prof_tdata_t *td = tsd->prof_tdata;
+  if (td != NULL) prof_tdata_moved(td, node_of_arena(i));
 }
 
 size_t prof_stats_mapped(void) { return prof_mem_mapped(); }

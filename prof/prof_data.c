@@ -41,10 +41,11 @@ static inline uint64_t bt_hash(void *const *pcs, unsigned n) {
   return h ^ (h >> 32);
 }
 
-/* The owner's table is keyed by (stack, bucket); bucket 0 (exact mode)
- * leaves the stack's hash as it is. */
-static inline uint64_t bkt_mix(unsigned bkt) {
-  return (uint64_t)bkt * 0xd6e8feb86659fd93ull;
+/* The owner's table is keyed by (stack, bucket, node); bucket 0 (exact
+ * mode) on node 0 leaves the stack's hash as it is. */
+static inline uint64_t key_mix(unsigned bkt, unsigned node) {
+  return (uint64_t)bkt * 0xd6e8feb86659fd93ull ^
+         (uint64_t)node * 0x9fb21c651e98df25ull;
 }
 
 static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
@@ -204,6 +205,30 @@ static void gctx_hash_del(prof_gctx_t *g) {
   gctx_n--;
 }
 
+/* ---- lifetimes ---------------------------------------------------------- */
+
+void prof_life_add(prof_tctx_t *t, uint64_t ns) {
+  prof_gctx_t *g = t->gctx; /* alive: t counts the object being freed */
+  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_acquire);
+  if (l == NULL) {
+    prof_life_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
+    if (fresh == NULL) return; /* not counted */
+    if (atomic_compare_exchange_strong_explicit(&g->life, &l, fresh,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      l = fresh;
+    else
+      prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
+  }
+  atomic_fetch_add_explicit(&l->n[prof_life_bkt(ns)], 1, memory_order_relaxed);
+}
+
+static void life_free(prof_gctx_t *g) {
+  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
+  if (l != NULL) prof_mem_free(l, sizeof *l, PM_GCTX);
+  atomic_store_explicit(&g->life, NULL, memory_order_relaxed);
+}
+
 /* The end of a dump (every profiler lock held): a gctx that the dump found
  * idle (nothing points to it, nothing new since the previous dump wrote
  * its counts) and that is still so goes. */
@@ -217,6 +242,7 @@ void prof_gctx_reap_locked(void) {
       else atomic_store_explicit(&prof_gctx_all, nx, memory_order_release);
       gctx_hash_del(g);
       ret_free_all(g);
+      life_free(g);
       tail_put(g->tail);
       prof_mem_free(g, gctx_size(g->nframes), PM_GCTX);
       atomic_fetch_sub_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
@@ -276,15 +302,17 @@ static void tctx_fold(prof_tctx_t *t, bool shown) {
   if (acc.v[C_OBJS] == 0) return;
   prof_gctx_t *g = t->gctx;
   prof_ret_t *r = g->ret;
-  while (r && r->bkt != t->bkt) r = r->next;
+  while (r && (r->bkt != t->bkt || r->node != t->node)) r = r->next;
   if (r == NULL) {
     if ((r = prof_mem_alloc(sizeof *r, PM_GCTX)) == NULL) return; /* lost */
     atomic_fetch_add_explicit(&prof_nret_total, 1, memory_order_relaxed);
     r->bkt = t->bkt;
+    r->node = t->node;
     r->next = g->ret;
     g->ret = r;
   }
   for (int i = 0; i < C_N; i++) r->acc[i] += acc.v[i];
+  r->temp += atomic_load_explicit(&t->temp, memory_order_relaxed);
   if (!shown) g->ret_new = true;
 }
 
@@ -367,8 +395,9 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
   t->gen = (uint16_t)atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
   t->gctx = g;
   t->hash = h;
-  t->lg = td->lg;
+  t->lg = (uint8_t)td->lg;
   t->bkt = (uint8_t)bkt;
+  t->node = td->node;
   t->dumped = UINT64_MAX; /* no dump has seen it */
   /* It held nothing at the last peak: its copy of that moment is 0. */
   atomic_store_explicit(&t->pk_epoch,
@@ -389,13 +418,15 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
 
 static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n) {
   unsigned bkt = td->want_bkt;
-  uint64_t hs = bt_hash(pcs, n), h = hs ^ bkt_mix(bkt);
+  uint64_t hs = bt_hash(pcs, n), h = hs ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
     for (size_t j = h & mask;; j = (j + 1) & mask) {
       prof_tctx_t *t = td->tab[j];
       if (t == NULL) break;
-      if (t->hash == h && t->bkt == bkt && bt_same(t->gctx, pcs, n)) return t;
+      if (t->hash == h && t->bkt == bkt && t->node == td->node &&
+          bt_same(t->gctx, pcs, n))
+        return t;
     }
   }
   prof_gctx_t *g = gctx_get(pcs, n, hs);
@@ -407,7 +438,9 @@ static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n) {
  * the global gctx lock is taken only for a stack new to this thread. */
 prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n) {
   prof_tctx_t *l = td->last;
-  if (l != NULL && l->bkt == td->want_bkt && bt_same(l->gctx, pcs, n)) return l;
+  if (l != NULL && l->bkt == td->want_bkt && l->node == td->node &&
+      bt_same(l->gctx, pcs, n))
+    return l;
   prof_tctx_t *t = tctx_find(td, pcs, n);
   if (t != NULL) td->last = t;
   return t;
@@ -416,13 +449,13 @@ prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n) {
 prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
                               unsigned bkt) {
   prof_gctx_t *g = any->gctx;
-  uint64_t h = g->hash ^ bkt_mix(bkt);
+  uint64_t h = g->hash ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
     for (size_t j = h & mask;; j = (j + 1) & mask) {
       prof_tctx_t *t = td->tab[j];
       if (t == NULL) break;
-      if (t->gctx == g && t->bkt == bkt) return t;
+      if (t->gctx == g && t->bkt == bkt && t->node == td->node) return t;
     }
   }
   nlock_lock(&prof_gctx_lock);
@@ -614,6 +647,7 @@ static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
   td->lg = atomic_load_explicit(&prof_lg_sample, memory_order_relaxed);
   td->exact = td->lg == 0 && opt_lg_prof_interval < 0;
   td->pk_hi = 0; /* the first allocation asks prof_peak.c */
+  td->node = (uint8_t)node_of_arena(tsd->arena);
   td->pk_lo = 0;
   if (old != NULL) {
     td->rec.uid = old->rec.uid;
@@ -655,6 +689,13 @@ void prof_tdata_detach(tsd_t *tsd) {
   tdata_retire_locked(td);
   if (dead_sweep_due()) prof_dead_sweep_locked();
   nlock_unlock(&prof_tdatas_lock);
+}
+
+void prof_tdata_moved(prof_tdata_t *td, unsigned node) {
+  if (td->node == node) return;
+  td->node = (uint8_t)node;
+  td->last = NULL;
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].tctx = NULL;
 }
 
 /* The owner, after a dump: a tctx with nothing live and nothing allocated
@@ -719,6 +760,10 @@ void prof_reset(unsigned lg) {
        g; g = g->next_all) {
     ret_free_all(g);
     g->ret_new = false;
+    prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
+    if (l != NULL) /* kept: a free in flight may be adding to it */
+      for (int i = 0; i < PROF_LIFE_N; i++)
+        atomic_store_explicit(&l->n[i], 0, memory_order_relaxed);
   }
   prof_peak_reset();
   nlock_unlock(&prof_tdatas_lock);

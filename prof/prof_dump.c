@@ -24,7 +24,9 @@
  * When sampling, each stack gets one line per size bucket (prof_bkt), with
  * counts pre-biased (prof_invert) so that the readers' per-line unbiasing,
  * which assumes one object size per line, gives our estimates back: a
- * stack that allocates 16 B and 1 KiB objects keeps both right.
+ * stack that allocates 16 B and 1 KiB objects keeps both right. The
+ * gperftools format ends its records with the views of issue 14 ('#nalloc'
+ * lines that every reader skips: see write_views).
  *
  * Files are created with O_NOFOLLOW and mode 0600 (a dump holds code
  * addresses and the memory map), automatic names also with O_EXCL.
@@ -44,7 +46,8 @@ nlock_t prof_dump_lock = NLOCK_INITIALIZER(LOCK_PROF_DUMP);
 typedef struct rec_s {
   prof_gctx_t *g;
   uint64_t uid; /* UID_RETIRED: counts of reclaimed tctxs (g->ret) */
-  unsigned bkt;
+  unsigned bkt, node;
+  uint64_t temp; /* temporary allocations (exact mode) */
   prof_cnt_t cur, acc;
 } rec_t;
 
@@ -210,6 +213,9 @@ static void snap_trec(snap_t *s, prof_trec_t *r, const prof_peak_view_t *pv) {
       x->g = t->gctx;
       x->uid = r->uid;
       x->bkt = t->bkt;
+      x->node = t->node;
+      x->temp = s->peak ? 0 : atomic_load_explicit(&t->temp,
+                                                    memory_order_relaxed);
       x->cur = cur;
       x->acc = acc;
     }
@@ -228,7 +234,7 @@ static void snap_ret(snap_t *s) {
     if (g->idle) continue;
     g->ret_new = false;
     for (prof_ret_t *r = g->ret; r && s->nrec < s->caprec; r = r->next) {
-      rec_t x = {g, UID_RETIRED, r->bkt, {{0}}, {{0}}};
+      rec_t x = {g, UID_RETIRED, r->bkt, r->node, r->temp, {{0}}, {{0}}};
       for (int i = 0; i < C_N; i++) x.acc.v[i] = r->acc[i];
       if (x.acc.v[C_OBJS]) s->recs[s->nrec++] = x;
     }
@@ -289,6 +295,7 @@ static bool snap_take(snap_t *s, bool peak) {
 static bool rec_less(const rec_t *a, const rec_t *b) {
   if (a->g->id != b->g->id) return a->g->id < b->g->id;
   if (a->bkt != b->bkt) return a->bkt < b->bkt;
+  if (a->node != b->node) return a->node < b->node;
   return a->uid < b->uid;
 }
 
@@ -388,6 +395,82 @@ static void gp_line(const snap_t *s, const rec_t *b, const rec_t *e,
   wr_str("\n");
 }
 
+/* ---- the views of issue 14 ---------------------------------------------
+ * Lines that start with '#', after the records and before the blank line
+ * and MAPPED_LIBRARIES: Go's pprof skips them as comments, google-pprof
+ * and jeprof skip every line that is not a record (reference §1.1), so
+ * the three readers see exactly the profile they saw before. nalloc-prof
+ * and the HTTP server's protobuf read them:
+ *   #nalloc node N <n>: <b> [<an>: <ab>] @ <stack>
+ *       the part of a (stack, size bucket) line on NUMA node N, with the
+ *       same values a record has (pre-biased when sampling); written when
+ *       there is more than one node;
+ *   #nalloc temporary <objects> @ <stack>
+ *       exact mode: allocations freed by their thread before it allocated
+ *       anything else;
+ *   #nalloc lifetime <c0> ... <c13> @ <stack>
+ *       sampled mode: sampled objects freed, by lifetime (prof_life_bkt). */
+
+static void wr_node_lines(const snap_t *s) {
+  size_t i = 0;
+  while (i < s->nrec) {
+    const rec_t *b = &s->recs[i];
+    prof_cnt_t cur = {{0}}, acc = {{0}};
+    size_t j = i;
+    for (; j < s->nrec && s->recs[j].g == b->g && s->recs[j].bkt == b->bkt &&
+           s->recs[j].node == b->node;
+         j++) {
+      cnt_add(&cur, &s->recs[j].cur);
+      cnt_add(&acc, &s->recs[j].acc);
+    }
+    i = j;
+    uint64_t v[4];
+    line_values(s, s->lg == 0, &cur, &acc, v);
+    if (!(v[0] || v[1] || v[2] || v[3])) continue;
+    wr_str("#nalloc node ");
+    wr_u64(b->node);
+    wr_str(" ");
+    wr_counts(v);
+    wr_str(" ");
+    wr_stack(b->g);
+    wr_str("\n");
+  }
+}
+
+static void views_stack(const snap_t *s, const rec_t *b, const rec_t *e,
+                        const prof_cnt_t *cur, const prof_cnt_t *acc,
+                        void *arg) {
+  (void)cur, (void)acc, (void)arg;
+  if (s->lg == 0) {
+    uint64_t t = 0;
+    for (const rec_t *r = b; r < e; r++) t += r->temp;
+    if (t == 0) return;
+    wr_str("#nalloc temporary ");
+    wr_u64(t);
+  } else {
+    uint32_t c[PROF_LIFE_N];
+    bool any = false;
+    prof_life_t *l = atomic_load_explicit(&b->g->life, memory_order_acquire);
+    if (l == NULL) return;
+    for (int k = 0; k < PROF_LIFE_N; k++)
+      any |= (c[k] = atomic_load_explicit(&l->n[k], memory_order_relaxed)) != 0;
+    if (!any) return;
+    wr_str("#nalloc lifetime");
+    for (int k = 0; k < PROF_LIFE_N; k++) {
+      wr_str(" ");
+      wr_u64(c[k]);
+    }
+  }
+  wr_str(" ");
+  wr_stack(b->g);
+  wr_str("\n");
+}
+
+static void write_views(const snap_t *s) {
+  if (node_count > 1) wr_node_lines(s);
+  if (!s->peak) for_each_line(s, true, views_stack, NULL);
+}
+
 static void write_gperftools(const snap_t *s) {
   uint64_t tot[4] = {0, 0, 0, 0};
   for_each_line(s, false, gp_total, tot);
@@ -401,6 +484,7 @@ static void write_gperftools(const snap_t *s) {
     wr_str("\n");
   }
   for_each_line(s, false, gp_line, NULL);
+  write_views(s);
 }
 
 static void je_line(const snap_t *s, const rec_t *b, const rec_t *e,
@@ -412,9 +496,20 @@ static void je_line(const snap_t *s, const rec_t *b, const rec_t *e,
   line_values(s, false, cur, acc, v);
   wr_counts(v);
   wr_str("\n");
+  /* One row per thread: a thread that moved between NUMA nodes has a
+   * record per node (sorted apart), summed here as jeprof expects. */
   for (const rec_t *r = b; r < e; r++) {
     if (r->uid == UID_RETIRED) continue;
-    line_values(s, false, &r->cur, &r->acc, v);
+    bool seen = false;
+    for (const rec_t *q = b; q < r && !seen; q++) seen = q->uid == r->uid;
+    if (seen) continue;
+    prof_cnt_t tc = r->cur, ta = r->acc;
+    for (const rec_t *q = r + 1; q < e; q++)
+      if (q->uid == r->uid) {
+        cnt_add(&tc, &q->cur);
+        cnt_add(&ta, &q->acc);
+      }
+    line_values(s, false, &tc, &ta, v);
     wr_str("  t");
     wr_u64(r->uid);
     wr_str(": ");

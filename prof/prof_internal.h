@@ -32,7 +32,10 @@
  *         hash, its walk cache (prof_bt.c) and `last` are private to the
  *         owner thread: no lock on the sampled path.
  *   tctx  counters of one backtrace and size bucket (sampled mode; one
- *         bucket in exact mode) as allocated by one thread. The owner is
+ *         bucket in exact mode) as allocated by one thread on one NUMA
+ *         node (the node of the thread's arena: thread.arena makes the
+ *         thread start new tctxs, so a stack's figures split by the node
+ *         of the memory with no per-allocation cost). The owner is
  *         the only writer of `alloc` and `freed` (relaxed load+store: no
  *         locked instruction in exact mode); other threads' frees add to
  *         `remote` with fetch_add. Live = alloc - freed - remote; alloc is
@@ -142,12 +145,30 @@ static inline unsigned prof_bkt(size_t size) {
   return 16 + (lg - 4) * 4 + (unsigned)((size >> (lg - 2)) & 3);
 }
 
-/* Cumulative counts of a gctx's reclaimed tctxs, one per size bucket. */
+/* Cumulative counts of a gctx's reclaimed tctxs, one per size bucket and
+ * NUMA node (and their temporary allocations: see prof_tctx_t.temp). */
 typedef struct prof_ret_s {
   struct prof_ret_s *next;
-  unsigned bkt;
+  unsigned bkt, node;
   uint64_t acc[C_N];
+  uint64_t temp;
 } prof_ret_t;
+
+/* Lifetimes of sampled objects (sampled mode): bucket 0 under 2^10 ns
+ * (about 1 us), then one bucket per factor of 4, the last one open:
+ * bucket k >= 1 holds [2^(8+2k), 2^(10+2k)) ns, bucket 13 everything from
+ * 2^34 ns (17 s) up. Powers of 4 keep the histogram on half a cache line
+ * while spanning a microsecond to minutes. */
+#define PROF_LIFE_N 14
+typedef struct prof_life_s {
+  _Atomic uint32_t n[PROF_LIFE_N];
+} prof_life_t;
+static inline unsigned prof_life_bkt(uint64_t ns) {
+  if (ns < 1024) return 0;
+  unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)ns);
+  unsigned k = (lg - 10) / 2 + 1;
+  return k < PROF_LIFE_N ? k : PROF_LIFE_N - 1;
+}
 
 /* The frames of a stack beyond its first PROF_LEAF, shared by every stack
  * that ends the same way (interned; prof_gctx_lock). Deep stacks differ
@@ -174,6 +195,12 @@ typedef struct prof_gctx_s {
   bool ret_new;      /* ret holds counts no dump has written yet */
   bool idle;         /* the last dump found nothing pointing here and
                         nothing new in ret: reaped after it */
+  /* Sampled objects of this stack by lifetime (prof_life_bkt), added by
+   * whichever thread frees one (fetch_add: sampled frees are rare). Kept
+   * here rather than per tctx: no tctx grows a cache line for it, and the
+   * stack outlives its tctxs. Made on the stack's first timed free (NULL
+   * until then, and always in exact mode, whose stacks are many). */
+  _Atomic(prof_life_t *) life;
   unsigned nframes;  /* all of them */
   void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
@@ -205,9 +232,13 @@ typedef struct prof_tctx_s {
   _Atomic(prof_trec_t *) owner;
   prof_gctx_t *gctx;
   struct prof_tctx_s *next; /* owner record's list, published with release */
-  uint64_t hash;            /* of (stack, bucket): the owner's table */
-  unsigned lg;              /* sample rate its counters were made with */
+  uint64_t hash;            /* of (stack, bucket, node): the owner's table */
+  uint8_t lg;               /* sample rate its counters were made with */
   uint8_t bkt;              /* size bucket (0 in exact mode) */
+  uint8_t node;             /* NUMA node of the memory it counts: the node
+                               of its thread's arena when it was made (a
+                               thread's blocks all come from its arena, and
+                               thread.arena starts new tctxs) */
   _Atomic bool dead;        /* its thread has exited: alloc and freed are
                                frozen (set with release) */
   uint16_t gen;             /* prof_reset_gen when made: older ones were
@@ -215,12 +246,20 @@ typedef struct prof_tctx_s {
   _Atomic uint64_t pk_epoch; /* pk[] holds the live counts at this peak */
   uint64_t dumped;          /* alloc[C_OBJS] when the last dump found
                                nothing live; UINT64_MAX: it did not */
+  /* Exact mode: objects the owner freed before it allocated anything else
+   * (heaptrack's "temporary" allocations). Owner only; on this line, which
+   * had room, because it changes only on such frees. */
+  _Atomic uint64_t temp;
   _Alignas(CACHELINE) _Atomic uint64_t alloc[C_N]; /* allocated ever, owner only */
   _Atomic uint64_t freed[C_N];  /* freed by the owner, owner only */
   _Alignas(CACHELINE) _Atomic uint64_t remote[C_N]; /* freed by other threads
                                                        (fetch_add) */
   _Atomic uint64_t pk[C_N]; /* live at the peak (prof_peak.c) */
 } prof_tctx_t;
+_Static_assert(offsetof(prof_tctx_t, temp) + sizeof(uint64_t) <= CACHELINE &&
+                   sizeof(prof_tctx_t) == 3 * CACHELINE,
+               "node and temp fit the first line: a tctx stays 3 lines");
+_Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
  * read, so that the same stack can be recognised by re-reading them. */
@@ -253,6 +292,8 @@ typedef struct prof_tdata_s {
   bool exact;                       /* lg 0 and no interval dumps: every
                                        request is sampled, nothing drawn */
   uint8_t want_bkt;                 /* bucket of the request being sampled */
+  uint8_t node;                     /* NUMA node of the thread's arena: the
+                                       node its new tctxs count */
   unsigned lg;
   _Atomic bool active;              /* thread.prof.active */
   uint64_t prng;
@@ -427,12 +468,18 @@ void prof_cfi_postfork_child(void);
 
 /* ---- prof_data.c -------------------------------------------------------- */
 prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);
-/* The tctx of (pcs, td->want_bkt), made if new (NULL: out of memory). */
+/* The tctx of (pcs, td->want_bkt, td->node), made if new (NULL: out of
+ * memory). */
 prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n);
-/* The tctx of the same stack as `any`, in size bucket bkt. */
+/* The tctx of the same stack as `any`, in size bucket bkt (and the
+ * thread's node). */
 prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
                               unsigned bkt);
 void prof_tdata_detach(tsd_t *tsd);
+/* The thread moved to an arena of node `node` (thread.arena): its tctxs
+ * from now on count that node, so the owner-private caches that answer
+ * with a tctx (walks, `last`) forget the old ones. */
+void prof_tdata_moved(prof_tdata_t *td, unsigned node);
 /* Owner: reclaim the tctxs that a dump found idle (PROF_ATTN_SWEEP). */
 void prof_tdata_sweep(prof_tdata_t *td);
 /* A remote free made a dead thread's tctx empty: maybe sweep (trylock). */
@@ -444,6 +491,9 @@ void prof_dead_sweep_locked(void);
 void prof_gctx_reap_locked(void);
 /* cur: live counts; acc (optional): allocated ever. */
 void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc);
+/* A sampled object of t lived `ns` nanoseconds (any thread; the first
+ * one of a stack makes its histogram). */
+void prof_life_add(prof_tctx_t *t, uint64_t ns);
 void prof_reset(unsigned lg);
 extern prof_trec_t *prof_tdatas; /* live threads (prof_tdatas_lock) */
 extern prof_trec_t *prof_dead;   /* standalone records of exited threads */

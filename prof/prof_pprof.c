@@ -11,12 +11,19 @@
  * of MAPPED_LIBRARIES become the mappings. Lines with the same stack are
  * summed, and a second dump can be subtracted (the ?seconds=N delta), so
  * stacks live in a hash table keyed by their frames.
+ * The dump's '#nalloc' view lines (prof_dump.c; the text readers skip
+ * them) become, when present: samples per (stack, NUMA node) carrying a
+ * `numa_node` label, in place of the stack's one sample; a
+ * `temporary_objects` sample type (exact mode); and a `lifetime_objects`
+ * sample type on samples labelled `lifetime` (the bucket's upper bound as
+ * text, and `lifetime_max` in nanoseconds), one per stack and bucket.
  *
  * profile.proto field numbers used (github.com/google/pprof):
  *   Profile 1 sample_type 2 sample 3 mapping 4 location 6 string_table
  *           9 time_nanos 10 duration_nanos 11 period_type 12 period
  *           14 default_sample_type
  *   ValueType 1 type 2 unit;  Sample 1 location_id 2 value (packed)
+ *           3 label;  Label 1 key 2 str 3 num 4 num_unit
  *   Mapping 1 id 2 memory_start 3 memory_limit 4 file_offset 5 filename
  *           6 build_id;  Location 1 id 2 mapping_id 3 address */
 #define _GNU_SOURCE
@@ -25,10 +32,15 @@
 #include <string.h>
 #include <time.h>
 
+#define PH_LIFE_N 14 /* PROF_LIFE_N */
+
 typedef struct {
   uint64_t pc0;  /* first frame in p->pcs */
   uint32_t npc;
+  int32_t node;  /* -1: the stack's own entry; else its part on that node */
   double v[4];   /* alloc objects, alloc bytes, in-use objects, in-use bytes */
+  double temp;   /* temporary allocations (own entry) */
+  double life[PH_LIFE_N]; /* sampled objects by lifetime (own entry) */
 } ph_stack_t;
 
 struct ph_prof_s {
@@ -38,6 +50,7 @@ struct ph_prof_s {
   size_t tabcap;
   ph_buf_t maps;    /* MAPPED_LIBRARIES of the last dump added with +1 */
   uint64_t period;  /* R of that dump; 0 when every allocation is recorded */
+  bool nodes, temp, life; /* view lines were read */
 };
 
 ph_prof_t *ph_prof_new(void) { return ph_mem(sizeof(ph_prof_t)); }
@@ -53,8 +66,8 @@ void ph_prof_free(ph_prof_t *p) {
 
 /* ---- the stack table ---------------------------------------------------- */
 
-static uint64_t ph_hash(const uint64_t *pc, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+static uint64_t ph_hash(const uint64_t *pc, size_t n, int32_t node) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n ^ (uint64_t)(node + 1) << 40;
   for (size_t i = 0; i < n; i++) {
     h ^= pc[i];
     h *= 0xff51afd7ed558ccdull;
@@ -75,7 +88,7 @@ static bool ph_tab_grow(ph_prof_t *p) {
   const ph_stack_t *s = ph_stacks(p);
   const uint64_t *pcs = (const uint64_t *)p->pcs.p;
   for (size_t i = 0; i < ph_nstacks(p); i++) {
-    size_t k = ph_hash(pcs + s[i].pc0, s[i].npc) & (cap - 1);
+    size_t k = ph_hash(pcs + s[i].pc0, s[i].npc, s[i].node) & (cap - 1);
     while (t[k] != 0) k = (k + 1) & (cap - 1);
     t[k] = (uint32_t)(i + 1);
   }
@@ -85,17 +98,25 @@ static bool ph_tab_grow(ph_prof_t *p) {
   return true;
 }
 
-/* The stack with frames pc[0, n), created with zero counts if new. */
-static ph_stack_t *ph_stack_get(ph_prof_t *p, const uint64_t *pc, size_t n) {
+/* The entry of the stack with frames pc[0, n) (node -1) or of its part on
+ * a node, created with zero counts if new. */
+static ph_stack_t *ph_stack_get(ph_prof_t *p, const uint64_t *pc, size_t n,
+                                int32_t node) {
   if (ph_nstacks(p) + 1 > p->tabcap / 2 && !ph_tab_grow(p)) return NULL;
   const uint64_t *pcs = (const uint64_t *)p->pcs.p;
-  size_t k = ph_hash(pc, n) & (p->tabcap - 1);
+  size_t k = ph_hash(pc, n, node) & (p->tabcap - 1);
   for (; p->tab[k] != 0; k = (k + 1) & (p->tabcap - 1)) {
     ph_stack_t *s = &ph_stacks(p)[p->tab[k] - 1];
-    if (s->npc == n && memcmp(pcs + s->pc0, pc, n * sizeof *pc) == 0) return s;
+    if (s->npc == n && s->node == node &&
+        memcmp(pcs + s->pc0, pc, n * sizeof *pc) == 0)
+      return s;
   }
   if (ph_nstacks(p) >= UINT32_MAX - 1) return NULL;
-  ph_stack_t s = {p->pcs.len / sizeof *pc, (uint32_t)n, {0, 0, 0, 0}};
+  ph_stack_t s;
+  memset(&s, 0, sizeof s);
+  s.pc0 = p->pcs.len / sizeof *pc;
+  s.npc = (uint32_t)n;
+  s.node = node;
   ph_buf_put(&p->pcs, pc, n * sizeof *pc);
   ph_buf_put(&p->stacks, &s, sizeof s);
   if (p->pcs.err || p->stacks.err) return NULL;
@@ -191,6 +212,52 @@ static bool ph_header(const char *s, const char *e, uint64_t *period) {
 
 #define PH_MAXF 1024
 
+static void ph_add_counts(ph_stack_t *st, const uint64_t c[4], uint64_t r,
+                          int sign) {
+  double v[4];
+  ph_unbias(c[2], c[3], r, &v[0], &v[1]); /* alloc pair */
+  ph_unbias(c[0], c[1], r, &v[2], &v[3]); /* in-use pair */
+  for (int i = 0; i < 4; i++) st->v[i] += sign * v[i];
+}
+
+/* A line starting with '#': one of the '#nalloc' view lines, or a comment
+ * (skipped, as Go's pprof does). False when a view line is malformed. */
+static bool ph_view_line(ph_prof_t *p, const char *s, const char *e,
+                         uint64_t r, int sign, uint64_t *pc) {
+  uint64_t c[4], node = 0, life[PH_LIFE_N], t = 0;
+  int kind;
+  if (ph_lit(&s, e, "#nalloc node ")) {
+    if (!ph_dec(&s, e, &node) || node > 255 || !ph_counts(&s, e, c))
+      return false;
+    kind = 0;
+  } else if (ph_lit(&s, e, "#nalloc temporary ")) {
+    if (!ph_dec(&s, e, &t)) return false;
+    kind = 1;
+  } else if (ph_lit(&s, e, "#nalloc lifetime ")) {
+    for (int k = 0; k < PH_LIFE_N; k++)
+      if (!ph_dec(&s, e, &life[k])) return false;
+    kind = 2;
+  } else {
+    return true;
+  }
+  bool ok;
+  size_t n = ph_frames(s, e, pc, PH_MAXF, &ok);
+  if (!ok) return false;
+  ph_stack_t *st = ph_stack_get(p, pc, n, kind == 0 ? (int32_t)node : -1);
+  if (st == NULL) return false;
+  if (kind == 0) {
+    ph_add_counts(st, c, r, sign);
+    p->nodes = true;
+  } else if (kind == 1) {
+    st->temp += sign * (double)t;
+    p->temp = true;
+  } else {
+    for (int k = 0; k < PH_LIFE_N; k++) st->life[k] += sign * (double)life[k];
+    p->life = true;
+  }
+  return true;
+}
+
 bool ph_prof_add(ph_prof_t *p, const char *text, size_t len, int sign) {
   const char *s = text, *end = text + len;
   uint64_t r = 0, pc[PH_MAXF];
@@ -203,6 +270,8 @@ bool ph_prof_add(ph_prof_t *p, const char *text, size_t len, int sign) {
       first = false;
     } else if (e == s || (e - s == 1 && *s == '\r')) {
       break; /* the blank line before MAPPED_LIBRARIES */
+    } else if (*s == '#') {
+      if (!ph_view_line(p, s, e, r, sign, pc)) return false;
     } else {
       uint64_t c[4];
       const char *q = s;
@@ -210,12 +279,9 @@ bool ph_prof_add(ph_prof_t *p, const char *text, size_t len, int sign) {
       if (!ph_counts(&q, e, c)) return false;
       size_t n = ph_frames(q, e, pc, PH_MAXF, &ok);
       if (!ok) return false;
-      ph_stack_t *st = ph_stack_get(p, pc, n);
+      ph_stack_t *st = ph_stack_get(p, pc, n, -1);
       if (st == NULL) return false;
-      double v[4];
-      ph_unbias(c[2], c[3], r, &v[0], &v[1]); /* alloc pair */
-      ph_unbias(c[0], c[1], r, &v[2], &v[3]); /* in-use pair */
-      for (int i = 0; i < 4; i++) st->v[i] += sign * v[i];
+      ph_add_counts(st, c, r, sign);
     }
     s = nl ? nl + 1 : end;
   }
@@ -383,32 +449,96 @@ static int64_t ph_round(double v) {
   return (int64_t)(v >= 0 ? v + 0.5 : v - 0.5);
 }
 
-/* One Sample per stack whose rounded values are not all zero. Locations
- * are written as they are first met. */
+/* String indices of the sample types and labels beyond the fixed ones. */
+typedef struct {
+  uint64_t node_key, node_unit, life_key, life_max_key, ns_unit;
+  uint64_t life_str[PH_LIFE_N];
+  unsigned nv; /* values per sample: 4, + temporary, + lifetime */
+  int temp_i, life_i; /* their index in a sample's values, -1: none */
+} ph_extra_t;
+
+/* One Sample: locations, nv values, and up to two labels (already
+ * encoded Label messages in lab[0..nlab)). */
+static void ph_sample_out(ph_buf_t *out, const uint32_t *ids, uint32_t n,
+                          const int64_t *v, unsigned nv,
+                          const unsigned char (*lab)[48], const size_t *lablen,
+                          int nlab) {
+  size_t ll = 0, vl = 0, body;
+  for (uint32_t k = 0; k < n; k++) ll += pb_vlen(ids[k]);
+  for (unsigned k = 0; k < nv; k++) vl += pb_vlen((uint64_t)v[k]);
+  body = 1 + pb_vlen(ll) + ll + 1 + pb_vlen(vl) + vl;
+  for (int i = 0; i < nlab; i++) body += 1 + pb_vlen(lablen[i]) + lablen[i];
+  pb_varint(out, 2 << 3 | 2);
+  pb_varint(out, body);
+  pb_varint(out, 1 << 3 | 2);
+  pb_varint(out, ll);
+  for (uint32_t k = 0; k < n; k++) pb_varint(out, ids[k]);
+  pb_varint(out, 2 << 3 | 2);
+  pb_varint(out, vl);
+  for (unsigned k = 0; k < nv; k++) pb_varint(out, (uint64_t)v[k]);
+  for (int i = 0; i < nlab; i++) pb_bytes(out, 3, lab[i], lablen[i]);
+}
+
+/* Upper bounds of the lifetime buckets (prof_life_bkt): 2^(10+2k) ns. */
+static const char *const ph_life_names[PH_LIFE_N] = {
+    "<1us",  "<4us",  "<16us", "<66us", "<262us", "<1ms",  "<4ms",
+    "<17ms", "<67ms", "<268ms", "<1.1s", "<4.3s", "<17s", ">=17s"};
+
+/* The samples of one entry: its four counts (with a numa_node label on a
+ * node's part; a stack's own entry has none when the dump split it by
+ * node), its temporary count, and one sample per lifetime bucket. */
+static void ph_entry(ph_prof_t *p, const ph_stack_t *s, const ph_extra_t *x,
+                     const uint32_t *ids, ph_buf_t *out) {
+  int64_t v[6] = {0, 0, 0, 0, 0, 0};
+  unsigned char lab[2][48];
+  size_t ll[2];
+  bool any = false;
+  if (s->node >= 0 || !p->nodes)
+    for (int k = 0; k < 4; k++) any |= (v[k] = ph_round(s->v[k])) != 0;
+  if (s->node < 0 && x->temp_i >= 0)
+    any |= (v[x->temp_i] = ph_round(s->temp)) != 0;
+  int nlab = 0;
+  if (s->node >= 0) {
+    /* with a unit: pprof drops a numeric label whose num and unit are
+     * both 0, and node 0 is a node like the others */
+    ll[0] = pb_field(lab[0], 1, x->node_key);
+    ll[0] += pb_field(lab[0] + ll[0], 3, (uint64_t)s->node);
+    ll[0] += pb_field(lab[0] + ll[0], 4, x->node_unit);
+    nlab = 1;
+  }
+  if (any) ph_sample_out(out, ids, s->npc, v, x->nv, lab, ll, nlab);
+  if (s->node >= 0 || x->life_i < 0) return;
+  for (int b = 0; b < PH_LIFE_N; b++) {
+    int64_t w[6] = {0, 0, 0, 0, 0, 0};
+    if ((w[x->life_i] = ph_round(s->life[b])) == 0) continue;
+    ll[0] = pb_field(lab[0], 1, x->life_key);
+    ll[0] += pb_field(lab[0] + ll[0], 2, x->life_str[b]);
+    ll[1] = pb_field(lab[1], 1, x->life_max_key);
+    ll[1] += pb_field(lab[1] + ll[1], 3,
+                      b == PH_LIFE_N - 1 ? 0 : (uint64_t)1 << (10 + 2 * b));
+    ll[1] += pb_field(lab[1] + ll[1], 4, x->ns_unit);
+    ph_sample_out(out, ids, s->npc, w, x->nv, lab, ll,
+                  b == PH_LIFE_N - 1 ? 1 : 2);
+  }
+}
+
+/* The samples of every entry whose rounded values are not all zero.
+ * Locations are written as they are first met. */
 static void ph_samples(ph_prof_t *p, ph_buf_t *out, ph_buf_t *locbuf,
-                       ph_locs_t *l, const ph_map_t *maps, size_t nmaps) {
+                       ph_locs_t *l, const ph_map_t *maps, size_t nmaps,
+                       const ph_extra_t *x) {
   const uint64_t *pcs = (const uint64_t *)p->pcs.p;
   uint32_t ids[PH_MAXF];
   for (size_t i = 0; i < ph_nstacks(p) && !out->err; i++) {
     const ph_stack_t *s = &ph_stacks(p)[i];
-    int64_t v[4];
     bool any = false;
-    for (int k = 0; k < 4; k++) any |= (v[k] = ph_round(s->v[k])) != 0;
+    for (int k = 0; k < 4; k++) any |= ph_round(s->v[k]) != 0;
+    any |= ph_round(s->temp) != 0;
+    for (int b = 0; b < PH_LIFE_N; b++) any |= ph_round(s->life[b]) != 0;
     if (!any) continue;
-    size_t ll = 0, vl = 0;
-    for (uint32_t k = 0; k < s->npc; k++) {
+    for (uint32_t k = 0; k < s->npc; k++)
       ids[k] = ph_loc(l, pcs[s->pc0 + k], locbuf, maps, nmaps);
-      ll += pb_vlen(ids[k]);
-    }
-    for (int k = 0; k < 4; k++) vl += pb_vlen((uint64_t)v[k]);
-    pb_varint(out, 2 << 3 | 2);
-    pb_varint(out, 1 + pb_vlen(ll) + ll + 1 + pb_vlen(vl) + vl);
-    pb_varint(out, 1 << 3 | 2);
-    pb_varint(out, ll);
-    for (uint32_t k = 0; k < s->npc; k++) pb_varint(out, ids[k]);
-    pb_varint(out, 2 << 3 | 2);
-    pb_varint(out, vl);
-    for (int k = 0; k < 4; k++) pb_varint(out, (uint64_t)v[k]);
+    ph_entry(p, s, x, ids, out);
   }
 }
 
@@ -425,6 +555,24 @@ bool ph_prof_write(ph_prof_t *p, const char *default_type, uint64_t time_ns,
   pb_value_type(&pb, 1, S_AS, S_BYTES);
   pb_value_type(&pb, 1, S_IO, S_COUNT);
   pb_value_type(&pb, 1, S_IS, S_BYTES);
+  ph_extra_t x = {.nv = 4, .temp_i = -1, .life_i = -1};
+  if (p->temp) {
+    pb_value_type(&pb, 1, pb_string(&st, "temporary_objects", 17), S_COUNT);
+    x.temp_i = (int)x.nv++;
+  }
+  if (p->life) {
+    pb_value_type(&pb, 1, pb_string(&st, "lifetime_objects", 16), S_COUNT);
+    x.life_i = (int)x.nv++;
+    x.life_key = pb_string(&st, "lifetime", 8);
+    x.life_max_key = pb_string(&st, "lifetime_max", 12);
+    x.ns_unit = pb_string(&st, "nanoseconds", 11);
+    for (int b = 0; b < PH_LIFE_N; b++)
+      x.life_str[b] = pb_string(&st, ph_life_names[b], strlen(ph_life_names[b]));
+  }
+  if (p->nodes) {
+    x.node_key = pb_string(&st, "numa_node", 9);
+    x.node_unit = pb_string(&st, "node", 4);
+  }
 
   size_t nlines = 1, cap = 1;
   for (size_t i = 0; i < p->maps.len; i++) nlines += p->maps.p[i] == '\n';
@@ -436,7 +584,7 @@ bool ph_prof_write(ph_prof_t *p, const char *default_type, uint64_t time_ns,
   bool ok = maps != NULL && l.key != NULL && l.id != NULL;
   if (ok) {
     size_t nmaps = ph_mappings(p, &pb, &st, maps, nlines);
-    ph_samples(p, &pb, &locbuf, &l, maps, nmaps);
+    ph_samples(p, &pb, &locbuf, &l, maps, nmaps, &x);
     ph_buf_put(&pb, locbuf.p, locbuf.len);
     ph_buf_put(&pb, st.tab.p, st.tab.len);
     unsigned char m[64];

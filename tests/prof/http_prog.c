@@ -4,6 +4,9 @@
  * on stdin, answering one line on stdout:
  *   dump PATH    prof.dump to PATH                      -> "ok" / "err N"
  *   alloc N      delta_alloc(): N more blocks of 4096 B -> "ok"
+ *   arena N      thread.arena N                         -> "ok" / "err N"
+ *   churn N      churn(): N blocks of 1000 B allocated and freed at once
+ *                                                       -> "ok"
  *   addrs        the addresses of make_node, build_list, churn, delta_alloc
  *                -> "make_node=0x... build_list=0x... ..."
  *   where        prof.http_address                      -> "where ADDR"
@@ -86,6 +89,13 @@ int main(void) {
       snprintf(out, sizeof out, e ? "err %d\n" : "ok\n", e);
     } else if (strncmp(line, "alloc ", 6) == 0) {
       delta_alloc(atoi(line + 6));
+      snprintf(out, sizeof out, "ok\n");
+    } else if (strncmp(line, "arena ", 6) == 0) {
+      unsigned a = (unsigned)atoi(line + 6);
+      int e = nalloc_ctl("thread.arena", NULL, NULL, &a, sizeof a);
+      snprintf(out, sizeof out, e ? "err %d\n" : "ok\n", e);
+    } else if (strncmp(line, "churn ", 6) == 0) {
+      churn(atoi(line + 6));
       snprintf(out, sizeof out, "ok\n");
     } else if (strcmp(line, "addrs") == 0) {
       snprintf(out, sizeof out, "make_node=%p build_list=%p churn=%p delta_alloc=%p\n",

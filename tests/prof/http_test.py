@@ -24,6 +24,12 @@ Cases:
   conf     refused addresses and errors are one line and the program runs
   fork     children close the parent's socket; prof_http_fork:true gives
            them a server of their own
+  views    issue 14's views in the protobuf: with numa_nodes:4 the samples
+           carry a numa_node label, and each node's figures equal the
+           dump's '#nalloc node' lines and what the program put there
+           (thread.arena); temporary_objects (exact mode) and
+           lifetime_objects with lifetime labels (sampled) equal the
+           dump's '#nalloc temporary' and '#nalloc lifetime' lines
 """
 import os
 import re
@@ -602,6 +608,102 @@ def case_conf():
         check(p.quit() == 0, conf)
 
 
+def view_lines(path, kind, fn_addrs):
+    """{key: numbers} of the dump's '#nalloc KIND' lines whose leaf frame
+    is one of fn_addrs' functions (by address range: [start, next start)).
+    Node lines are keyed (function, node), the others by function."""
+    out = {}
+    for l in open(path):
+        if not l.startswith("#nalloc " + kind + " "):
+            continue
+        head, _, stack = l.partition(" @ ")
+        leaf = int(stack.split()[0], 16) - 1
+        fn = None
+        for name, (lo, hi) in fn_addrs.items():
+            if lo <= leaf < hi:
+                fn = name
+        if fn is None:
+            continue
+        f = head.split()[2:]
+        if kind == "node":
+            key = (fn, int(f[0]))
+            nums = [int(x.strip(":[]")) for x in f[1:] if x.strip(":[]")]
+        else:
+            key, nums = fn, [int(x) for x in f]
+        prev = out.get(key, [0] * len(nums))
+        out[key] = [a + b for a, b in zip(prev, nums)]
+    return out
+
+
+def fn_ranges(p):
+    """[start, start + 4 KiB) of each function http_prog names (small
+    functions, laid out apart: enough to tell a leaf frame's function)."""
+    r = p.cmd("addrs")
+    starts = {k: int(v, 16) for k, v in (x.split("=") for x in r.split())}
+    order = sorted(starts.items(), key=lambda kv: kv[1])
+    out = {}
+    for i, (k, v) in enumerate(order):
+        hi = order[i + 1][1] if i + 1 < len(order) else v + 4096
+        out[k] = (v, hi)
+    return out
+
+
+def case_views():
+    go = need("go")
+    p = Prog("prof:true,lg_prof_sample:0,numa_nodes:4,narenas_per_node:1,"
+             "prof_http:127.0.0.1:0")
+    # delta_alloc's blocks: 10 on arena 2's node, 5 on arena 3's
+    for a, n in ((2, 10), (3, 5)):
+        check(p.cmd("arena %d" % a) == "ok", "thread.arena %d" % a)
+        check(p.cmd("alloc %d" % n) == "ok", "alloc")
+    check(p.cmd("dump %s/views.heap" % WORK) == "ok", "prof.dump failed")
+    fa = fn_ranges(p)
+    nodes = view_lines(os.path.join(WORK, "views.heap"), "node", fa)
+    check(nodes.get(("delta_alloc", 2)) == [10, 40960, 10, 40960] and
+          nodes.get(("delta_alloc", 3)) == [5, 20480, 5, 20480] and
+          not any(k[0] == "delta_alloc" and k[1] not in (2, 3) for k in nodes),
+          "dump's node lines for delta_alloc: %s" % nodes)
+    url = p.url("/debug/pprof/heap")
+    for d in range(4):
+        for index, col in (("inuse_space", 1), ("inuse_objects", 0),
+                           ("alloc_space", 3), ("alloc_objects", 2)):
+            rows, _, out = pprof_top(go, url, index, ["-symbolize=remote",
+                                                      "-tagfocus=numa_node=%d" % d])
+            for fn in ("delta_alloc", "make_node", "churn"):
+                want = nodes.get((fn, d), [0, 0, 0, 0])[col]
+                got = rows.get(fn, ("0", "0"))[0]
+                got = int(got.rstrip("B")) if got != "0" else 0
+                check(got == want, "node %d %s %s: %s over HTTP, %d in the dump\n%s"
+                      % (d, index, fn, got, want, out))
+    # temporary allocations: churn's 20 at start-up, each freed at once
+    temp = view_lines(os.path.join(WORK, "views.heap"), "temporary", fa)
+    check(temp.get("churn") == [20], "dump's temporary lines: %s" % temp)
+    rows, _, out = pprof_top(go, url, "temporary_objects", ["-symbolize=remote"])
+    check(rows.get("churn", ("?",))[0] == "20", "temporary_objects:\n" + out)
+    check(p.quit() == 0, "program exit status")
+
+    # sampled: lifetimes of the sampled churn blocks, by label
+    p = Prog("prof:true,lg_prof_sample:16,prof_http:127.0.0.1:0")
+    check(p.cmd("churn 4000") == "ok", "churn")
+    check(p.cmd("dump %s/life.heap" % WORK) == "ok", "prof.dump failed")
+    fa = fn_ranges(p)
+    life = view_lines(os.path.join(WORK, "life.heap"), "lifetime", fa)
+    check(sum(life.get("churn", [])) > 0, "dump's lifetime lines: %s" % life)
+    url = p.url("/debug/pprof/heap")
+    rows, _, out = pprof_top(go, url, "lifetime_objects", ["-symbolize=remote"])
+    check(rows.get("churn", ("?",))[0] == str(sum(life["churn"])),
+          "lifetime_objects %s, dump %s:\n%s" % (rows.get("churn"), life, out))
+    r = run([go, "tool", "pprof", "-tags", "-sample_index=lifetime_objects", url])
+    tags = r.stdout.decode()
+    names = ["<1us", "<4us", "<16us", "<66us", "<262us", "<1ms", "<4ms",
+             "<17ms", "<67ms", "<268ms", "<1.1s", "<4.3s", "<17s", ">=17s"]
+    for b, n in enumerate(life["churn"]):
+        if n:
+            check(re.search(r"\b%d\b.*%s" % (n, re.escape(names[b])), tags),
+                  "lifetime %s: %d expected in\n%s" % (names[b], n, tags))
+    check(p.quit() == 0, "program exit status")
+
+
 def fork_child(p):
     """Asks the program to fork; the child's pid."""
     p.p.stdin.write(b"fork\n")
@@ -660,7 +762,7 @@ def case_fork():
 CASES = {"go": case_go, "symbol": case_symbol, "curl": case_curl,
          "gperf": case_gperf, "delta": case_delta, "sampled": case_sampled,
          "hostile": case_hostile, "unix": case_unix, "conf": case_conf,
-         "fork": case_fork}
+         "fork": case_fork, "views": case_views}
 
 if __name__ == "__main__":
     shutil.rmtree(WORK, ignore_errors=True)

@@ -61,8 +61,15 @@ static inline void ctl_bool(const char *name, bool v) {
 }
 
 #define PC_MAXF 256
+#define PC_LIFE_N 14
+/* A record line, or one of the '#nalloc' lines of the views (issue 14):
+ * node lines carry the four counters of one NUMA node, temporary lines the
+ * count in `an`, lifetime lines their histogram. pc_sum reads PC_MAIN. */
+enum { PC_MAIN, PC_NODE, PC_TEMP, PC_LIFE };
 typedef struct {
+  int kind, node;
   uint64_t n, b, an, ab;
+  uint64_t life[PC_LIFE_N];
   int nf;
   uintptr_t f[PC_MAXF];
 } pc_rec_t;
@@ -73,6 +80,8 @@ typedef struct {
   uint64_t rate; /* 1 for heapprofile */
   int nrec;
   pc_rec_t *rec;
+  int nx;       /* the '#nalloc' lines, kept apart from the records */
+  pc_rec_t *x;
   bool maps;
 } pc_prof_t;
 
@@ -113,7 +122,7 @@ static inline pc_prof_t pc_load(const char *path) {
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;
-  int lineno = 0, cap_rec = 0;
+  int lineno = 0, cap_rec = 0, cap_x = 0;
   while ((len = getline(&line, &cap, f)) >= 0) {
     lineno++;
     if (len && line[len - 1] == '\n') line[--len] = 0;
@@ -136,19 +145,45 @@ static inline pc_prof_t pc_load(const char *path) {
       P.maps = true;
       continue;
     }
-    if (!pc_counts(&s, c) || strncmp(s, " @ 0x", 5) != 0) {
+    int kind = PC_MAIN;
+    uint64_t node = 0, life[PC_LIFE_N] = {0};
+    bool ok = true;
+    if (strncmp(s, "#nalloc node ", 13) == 0) {
+      kind = PC_NODE;
+      s += 13;
+      ok = pc_num(&s, &node) && *s++ == ' ';
+    } else if (strncmp(s, "#nalloc temporary ", 18) == 0) {
+      kind = PC_TEMP;
+      s += 18;
+      ok = pc_num(&s, &c[2]);
+      c[0] = c[1] = c[3] = 0;
+    } else if (strncmp(s, "#nalloc lifetime", 16) == 0) {
+      kind = PC_LIFE;
+      s += 16;
+      for (int k = 0; k < PC_LIFE_N && ok; k++)
+        ok = *s++ == ' ' && pc_num(&s, &life[k]);
+      c[0] = c[1] = c[2] = c[3] = 0;
+    }
+    if (!ok || (kind != PC_TEMP && kind != PC_LIFE && !pc_counts(&s, c)) ||
+        strncmp(s, " @ 0x", 5) != 0) {
       fprintf(stderr, "%s:%d: malformed record: %s\n", path, lineno, line);
       exit(1);
     }
     /* Go rejects a count of 0 with bytes; never negative (no '-'). */
     CHECK(c[0] != 0 || c[1] == 0);
     CHECK(c[2] != 0 || c[3] == 0);
-    if (P.nrec == cap_rec) {
-      cap_rec = cap_rec ? cap_rec * 2 : 64;
-      P.rec = realloc(P.rec, (size_t)cap_rec * sizeof *P.rec);
-      CHECK(P.rec);
+    pc_rec_t **arr = kind == PC_MAIN ? &P.rec : &P.x;
+    int *nn = kind == PC_MAIN ? &P.nrec : &P.nx;
+    int *cp = kind == PC_MAIN ? &cap_rec : &cap_x;
+    if (*nn == *cp) {
+      *cp = *cp ? *cp * 2 : 64;
+      *arr = realloc(*arr, (size_t)*cp * sizeof **arr);
+      CHECK(*arr);
     }
-    pc_rec_t *r = &P.rec[P.nrec++];
+    pc_rec_t *r = &(*arr)[(*nn)++];
+    r->kind = kind;
+    r->node = (int)node;
+    memcpy(r->life, life, sizeof life);
     r->n = c[0], r->b = c[1], r->an = c[2], r->ab = c[3];
     r->nf = 0;
     s += 2;
@@ -174,7 +209,10 @@ static inline pc_prof_t pc_load(const char *path) {
   return P;
 }
 
-static inline void pc_free(pc_prof_t *P) { free(P->rec); }
+static inline void pc_free(pc_prof_t *P) {
+  free(P->rec);
+  free(P->x);
+}
 
 /* Lowest start address of `exe` in a maps listing (a file or /proc). */
 static inline uintptr_t pc_exe_base(const char *maps, const char *exe) {
@@ -210,11 +248,13 @@ static inline void pc_rebase(pc_prof_t *P, const char *heap_path) {
   uintptr_t theirs = pc_exe_base(heap_path, exe);
   uintptr_t ours = pc_exe_base("/proc/self/maps", exe);
   CHECK(theirs && ours);
-  for (int i = 0; i < P->nrec; i++)
-    for (int k = 0; k < P->rec[i].nf; k++) {
-      uintptr_t a = P->rec[i].f[k];
-      if (a >= theirs && a < theirs + (64u << 20)) P->rec[i].f[k] = a - theirs + ours;
+  for (int i = 0; i < P->nrec + P->nx; i++) {
+    pc_rec_t *r = i < P->nrec ? &P->rec[i] : &P->x[i - P->nrec];
+    for (int k = 0; k < r->nf; k++) {
+      uintptr_t a = r->f[k];
+      if (a >= theirs && a < theirs + (64u << 20)) r->f[k] = a - theirs + ours;
     }
+  }
 }
 
 /* Name of the function containing return address a (or "?"). */
@@ -230,17 +270,23 @@ typedef struct {
   uint64_t n, b, an, ab;
   int nrec;
   double est_n, est_b; /* reader-side unbiased estimate (v2 formula) */
+  uint64_t life[PC_LIFE_N]; /* PC_LIFE */
 } pc_sum_t;
 
-static inline pc_sum_t pc_sum(const pc_prof_t *P, const char *fn,
-                              const char *caller1) {
+/* pc_sum over the lines of one kind (and node, for PC_NODE). */
+static inline pc_sum_t pc_sum_kind(const pc_prof_t *P, int kind, int node,
+                                   const char *fn, const char *caller1) {
   pc_sum_t S;
   memset(&S, 0, sizeof S);
-  for (int i = 0; i < P->nrec; i++) {
-    const pc_rec_t *r = &P->rec[i];
+  const pc_rec_t *arr = kind == PC_MAIN ? P->rec : P->x;
+  int nn = kind == PC_MAIN ? P->nrec : P->nx;
+  for (int i = 0; i < nn; i++) {
+    const pc_rec_t *r = &arr[i];
+    if (r->kind != kind || (kind == PC_NODE && r->node != node)) continue;
     if (strcmp(pc_fn(r->f[0]), fn) != 0) continue;
     if (caller1 && (r->nf < 2 || strcmp(pc_fn(r->f[1]), caller1) != 0)) continue;
     S.n += r->n, S.b += r->b, S.an += r->an, S.ab += r->ab;
+    for (int k = 0; k < PC_LIFE_N; k++) S.life[k] += r->life[k];
     S.nrec++;
     double scale = 1;
     if (P->rate > 1 && r->n > 0)
@@ -249,6 +295,11 @@ static inline pc_sum_t pc_sum(const pc_prof_t *P, const char *fn,
     S.est_b += (double)r->b * scale;
   }
   return S;
+}
+
+static inline pc_sum_t pc_sum(const pc_prof_t *P, const char *fn,
+                              const char *caller1) {
+  return pc_sum_kind(P, PC_MAIN, 0, fn, caller1);
 }
 
 #endif

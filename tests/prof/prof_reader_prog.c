@@ -4,7 +4,12 @@
  *                 example: b holds 7 bytes, a 4, total 5 objects / 11 B
  *   sampled FILE  b holds 40 MiB in 1000-byte objects, a 20 MiB
  *   threads FILE  (prof_format:jemalloc) a thread named "worker" allocates
- *                 in worker_alloc 100 x 1000 B, main in b 50 x 1000 B */
+ *                 in worker_alloc 100 x 1000 B, main in b 50 x 1000 B
+ *   views FILE    (numa_nodes:4) on each of four arenas, b keeps 200 x
+ *                 1000 B and c allocates 400 x 4096 B freed at once: the
+ *                 dump has '#nalloc node' lines, and '#nalloc temporary'
+ *                 (exact) or '#nalloc lifetime' (lg_prof_sample >= 16)
+ *                 lines, which readers.sh shows the readers ignore */
 #include "prof_check.h"
 
 #include <pthread.h>
@@ -13,6 +18,7 @@ static void *sink[200000];
 static int ns;
 NOINL void b(size_t n) { sink[ns++] = t_malloc(n); __asm__ volatile(""); }
 NOINL void a(size_t n) { sink[ns++] = t_malloc(n); b(n); __asm__ volatile(""); }
+NOINL void c(size_t n) { t_free(t_malloc(n)); __asm__ volatile(""); }
 NOINL void worker_alloc(void) {
   for (int i = 0; i < 100; i++) sink[100000 + i] = t_malloc(1000);
   __asm__ volatile("");
@@ -54,6 +60,12 @@ int main(int argc, char **argv) {
     CHECK(pthread_create(&t, NULL, worker, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
     for (int i = 0; i < 50; i++) b(1000);
+  } else if (!strcmp(argv[1], "views")) {
+    for (unsigned ar = 0; ar < 4; ar++) {
+      CHECK(nalloc_ctl("thread.arena", NULL, NULL, &ar, sizeof ar) == 0);
+      for (int i = 0; i < 200; i++) b(1000);
+      for (int i = 0; i < 400; i++) c(4096);
+    }
   } else {
     return 2;
   }

@@ -504,6 +504,57 @@ allocator_frames)
   [ $ran -gt 0 ] || skip "no allocator with a heap profiler (nalloc, jemalloc, gperftools)"
   ;;
 
+views)
+  # nalloc's '#nalloc' view lines (issue 14) on G01's stacks (main;b 6 B,
+  # main;a;b 4 B, main;a 4 B, two objects each): per-node parts, temporary
+  # counts and lifetime histograms, and a plain comment to skip.
+  build_classic
+  S1='0x562b2d995161 0x562b2d9951fa' S2='0x562b2d995161 0x562b2d9951ce 0x562b2d9951f0'
+  S3='0x562b2d9951a9 0x562b2d9951f0'
+  { sed -n '1,4p' "$DATA/G01_min.heap"
+    echo "# a comment nalloc-prof skips, as Go's pprof does"
+    echo "#nalloc node 0 1: 2 [1: 2] @ $S1"
+    echo "#nalloc node 1 1: 4 [1: 4] @ $S1"
+    echo "#nalloc node 1 2: 4 [2: 4] @ $S2"
+    echo "#nalloc node 0 2: 4 [2: 4] @ $S3"
+    echo "#nalloc temporary 1 @ $S1"
+    echo "#nalloc temporary 2 @ $S3"
+    echo "#nalloc lifetime 1 0 0 0 0 0 0 0 0 0 0 0 0 0 @ $S1"
+    echo "#nalloc lifetime 0 0 0 3 0 0 0 0 0 0 0 0 0 0 @ $S3"
+    sed -n '/^$/,$p' "$DATA/G01_min.heap"; } >views.heap
+  # the ordinary view is G01's; top adds a column per node and the median
+  # lifetime of each function's sampled objects
+  run t.txt top --exe="$WORK/classic" views.heap
+  expect_total t.txt 14
+  expect_grep t.txt "node0 *node1 *lifetime  function$"
+  expect_grep t.txt "^ *10 .* 2 *8 *<1us  b$"
+  expect_grep t.txt "^ *4 .* 4 *0 *<66us  a$"
+  # one node's memory
+  run n0.txt top --node 0 --exe="$WORK/classic" views.heap
+  expect_total n0.txt 6
+  expect_grep n0.txt "^ *2 .*  b$"
+  expect_grep n0.txt "^ *4 .*  a$"
+  run n1.txt top --node=1 --exe="$WORK/classic" views.heap
+  expect_total n1.txt 8
+  expect_grep n1.txt "^ *8 .*  b$"
+  run s1.txt stacks --node 1 --exe="$WORK/classic" views.heap
+  expect_grep s1.txt "in 2 stacks"
+  # temporaries: b 1 of its 4 allocations, a 2 of 2
+  run tt.txt top --temporary --exe="$WORK/classic" views.heap
+  expect_grep tt.txt "^Total: 3 temporary allocations .* of 6$"
+  expect_grep tt.txt "^ *2 .* 2 *100.00%  a$"
+  expect_grep tt.txt "^ *1 .* 4 *25.00%  b$"
+  # no such node, no temporaries, both at once, malformed: errors
+  "$NP" top --node 2 views.heap >/dev/null 2>e.txt && fail "--node 2 accepted"
+  expect_grep e.txt "no memory on node 2"
+  "$NP" top --temporary "$DATA/G01_min.heap" >/dev/null 2>e.txt && fail "--temporary without lines"
+  expect_grep e.txt "no temporary allocations"
+  "$NP" top --temporary --node 0 views.heap >/dev/null 2>e.txt && fail "both accepted"
+  sed 's/^#nalloc node 1 2: 4/#nalloc node x 2: 4/' views.heap >bad.heap
+  "$NP" top bad.heap >/dev/null 2>e.txt && fail "malformed view line accepted"
+  expect_grep e.txt "malformed #nalloc line"
+  ;;
+
 diff_order)
   # diff lists functions by flat change, as pprof -diff_base does; --cum
   # by cumulative change. OLD is G01 (main;b 6, main;a;b 4, main;a 4), NEW

@@ -37,6 +37,11 @@ static void np_usage(FILE *f) {
 "                      (default: by flat value)\n"
 "  -n, --nodecount=N   print at most N rows (top, stacks, diff; 0 = all)\n"
 "  --thread=N          jemalloc threaded profiles: thread N only\n"
+"  --node=N            nalloc profiles: only memory on NUMA node N (top\n"
+"                      shows a column per node without it)\n"
+"  --temporary         nalloc exact profiles: allocations freed before\n"
+"                      their thread allocated again (top: with their share\n"
+"                      of all allocations)\n"
 "  --exe=FILE          the program binary: used for mapped files with the\n"
 "                      same name, and for addresses outside every mapping\n"
 "  --remap=OLD=NEW     read mapped files under path prefix OLD from NEW\n"
@@ -57,6 +62,8 @@ enum {
   OPT_KEEP,
   OPT_TITLE,
   OPT_CUM,
+  OPT_NODE,
+  OPT_TEMP,
   OPT_VERSION
 };
 
@@ -83,6 +90,8 @@ int main(int argc, char **argv) {
       {"keep-allocator-frames", no_argument, 0, OPT_KEEP},
       {"title", required_argument, 0, OPT_TITLE},
       {"cum", no_argument, 0, OPT_CUM},
+      {"node", required_argument, 0, OPT_NODE},
+      {"temporary", no_argument, 0, OPT_TEMP},
       {"output", required_argument, 0, 'o'},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, OPT_VERSION},
@@ -91,6 +100,7 @@ int main(int argc, char **argv) {
   np_symopts so = {0};
   np_viewopts vo = {.thread = -1};
   const char *outpath = NULL;
+  bool temporary = false;
   int ncounter_flags = 0, c;
   size_t capremap = 0;
   while ((c = getopt_long(argc, argv, "n:o:h", longopts, NULL)) != -1) {
@@ -131,11 +141,30 @@ int main(int argc, char **argv) {
     case OPT_KEEP: vo.keep_allocator_frames = true; break;
     case OPT_TITLE: ro.title = optarg; break;
     case OPT_CUM: ro.cum = true; break;
+    case OPT_NODE: {
+      long nd;
+      if (!np_parse_long(optarg, &nd) || nd > 255) {
+        fprintf(stderr, "%s: bad --node '%s'\n", np_progname, optarg);
+        return 2;
+      }
+      vo.kind = NP_REC_NODE;
+      vo.node = (int)nd;
+      break;
+    }
+    case OPT_TEMP: temporary = true; break;
     case 'o': outpath = optarg; break;
     case 'h': np_usage(stdout); return 0;
     case OPT_VERSION: printf("nalloc-prof %s\n", NP_VERSION); return 0;
     default: np_usage(stderr); return 2;
     }
+  }
+  if (temporary && vo.kind == NP_REC_NODE) {
+    fprintf(stderr, "%s: give --node or --temporary, not both\n", np_progname);
+    return 2;
+  }
+  if (temporary) { /* the counts are allocations: alloc_objects */
+    vo.kind = NP_REC_TEMP;
+    ro.counter = NP_ALLOC_OBJECTS;
   }
   if (ncounter_flags > 1) {
     fprintf(stderr, "%s: give only one of --inuse_space, --inuse_objects, "
@@ -188,14 +217,47 @@ int main(int argc, char **argv) {
               np_progname, prof[i].filename);
       rc = 1;
     }
+    if (vo.kind == NP_REC_NODE && vo.node >= prof[i].nnodes) {
+      fprintf(stderr, "%s: %s: no memory on node %d in the profile (nalloc "
+                      "writes per-node lines when it has more than one NUMA "
+                      "node)\n", np_progname, prof[i].filename, vo.node);
+      rc = 1;
+    }
+    if (vo.kind == NP_REC_TEMP && !prof[i].has_temp) {
+      fprintf(stderr, "%s: %s: no temporary allocations in the profile (nalloc "
+                      "counts them in exact mode, lg_prof_sample:0; sampled "
+                      "profiles carry lifetimes, shown by top)\n",
+              np_progname, prof[i].filename);
+      rc = 1;
+    }
     if (vo.thread >= 0 && prof[i].format != NP_FMT_JEMALLOC) {
       fprintf(stderr, "%s: --thread needs a jemalloc threaded (heap_v2) "
                       "profile\n", np_progname);
       rc = 1;
     }
   }
+  np_view *extra[257];
+  int nextra = 0;
   if (rc == 0) {
     for (int i = 0; i < nfiles; i++) view[i] = np_view_build(&prof[i], sym, &vo);
+    /* top's extra columns: flat per node, allocations beside temporaries,
+     * the median lifetime */
+    np_viewopts xo = vo;
+    if (ci == 0 && vo.kind == NP_REC_MAIN && prof[0].nnodes > 1) {
+      xo.kind = NP_REC_NODE;
+      for (xo.node = 0; xo.node < prof[0].nnodes; xo.node++)
+        extra[nextra++] = np_view_build(&prof[0], sym, &xo);
+      ro.nodes = (const np_view *const *)extra;
+      ro.nnodes = nextra;
+    }
+    if (ci == 0 && vo.kind == NP_REC_TEMP) {
+      xo.kind = NP_REC_MAIN;
+      ro.all = extra[nextra++] = np_view_build(&prof[0], sym, &xo);
+    }
+    if (ci == 0 && vo.kind == NP_REC_MAIN && prof[0].has_life) {
+      xo.kind = NP_REC_LIFE;
+      ro.life = extra[nextra++] = np_view_build(&prof[0], sym, &xo);
+    }
     if (outpath && !(ro.out = fopen(outpath, "wb"))) {
       perror(outpath);
       rc = 1;
@@ -215,6 +277,7 @@ int main(int argc, char **argv) {
     if (ro.out != stdout) fclose(ro.out);
     rc = rc ? 1 : 0;
   }
+  for (int i = 0; i < nextra; i++) np_view_free(extra[i]);
   for (int i = 0; i < nfiles; i++) {
     np_view_free(view[i]);
     np_profile_free(&prof[i]);

@@ -271,6 +271,53 @@ static void np_add_record(np_profile *p, np_record *r) {
   *NP_PUSH(p->recs, p->nrecs, p->caprecs) = *r;
 }
 
+/* A '#nalloc' view line (prof_dump.c): 1 and *r filled, 0 for any other
+ * comment, -1 when malformed. Node lines are unbiased like records (they
+ * carry a record's values); the others are counts of objects. */
+static int np_view_line(np_profile *p, np_cur *c, np_record *r) {
+  static const char node[] = "#nalloc node ", temp[] = "#nalloc temporary ",
+                    life[] = "#nalloc lifetime ";
+  const char *s = c->s + c->i;
+  size_t n = c->n - c->i;
+  int64_t x;
+  if (np_starts(s, n, node)) {
+    c->i += sizeof node - 1;
+    if (!np_int(c, &x) || x < 0 || x > 255 || !np_counts(c, r->raw)) return -1;
+    r->kind = NP_REC_NODE;
+    r->node = (int)x;
+  } else if (np_starts(s, n, temp)) {
+    c->i += sizeof temp - 1;
+    if (!np_int(c, &x) || x < 0) return -1;
+    r->kind = NP_REC_TEMP;
+    r->raw[NP_ALLOC_OBJECTS] = x;
+  } else if (np_starts(s, n, life)) {
+    c->i += sizeof life - 1;
+    r->kind = NP_REC_LIFE;
+    r->life = np_xcalloc(NP_LIFE_N, sizeof *r->life);
+    for (int k = 0; k < NP_LIFE_N; k++) {
+      if (!np_int(c, &x) || x < 0) {
+        free(r->life);
+        return -1;
+      }
+      r->life[k] = (uint64_t)x;
+    }
+  } else {
+    return 0;
+  }
+  if (!np_lit(c, '@') || !np_addrs(c, r)) {
+    free(r->life);
+    free(r->pcs);
+    return -1;
+  }
+  if (r->kind == NP_REC_NODE && (r->raw[0] < 0 || r->raw[1] < 0 ||
+                                 r->raw[2] < 0 || r->raw[3] < 0))
+    return -1;
+  if (r->kind == NP_REC_NODE) np_unbias_record(p, r);
+  else
+    for (int k = 0; k < NP_NCOUNTERS; k++) r->v[k] = (double)r->raw[k];
+  return 1;
+}
+
 int np_parse(const char *filename, const char *data, size_t len,
              np_profile *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
@@ -329,6 +376,21 @@ int np_parse(const char *filename, const char *data, size_t len,
       np_record r = {0};
       r.thread = -1;
       r.line = lineno;
+      if (s[c.i] == '#') {
+        int k = np_view_line(p, &c, &r);
+        if (k < 0) {
+          rc = np_fail(err, errlen, filename, lineno, "malformed #nalloc line",
+                       s, n);
+          goto fail;
+        }
+        if (k > 0) {
+          *NP_PUSH(p->recs, p->nrecs, p->caprecs) = r;
+          if (r.kind == NP_REC_NODE && r.node >= p->nnodes) p->nnodes = r.node + 1;
+          p->has_temp |= r.kind == NP_REC_TEMP;
+          p->has_life |= r.kind == NP_REC_LIFE;
+        }
+        continue; /* other '#' lines: comments, as Go's pprof reads them */
+      }
       if (!np_counts(&c, r.raw) || !np_lit(&c, '@')) {
         rc = np_fail(err, errlen, filename, lineno,
                      "malformed record (truncated file?)", s, n);
@@ -413,7 +475,10 @@ int np_load(const char *filename, np_profile *out, char *err, size_t errlen) {
 }
 
 void np_profile_free(np_profile *p) {
-  for (size_t i = 0; i < p->nrecs; i++) free(p->recs[i].pcs);
+  for (size_t i = 0; i < p->nrecs; i++) {
+    free(p->recs[i].pcs);
+    free(p->recs[i].life);
+  }
   for (size_t i = 0; i < p->nmaps; i++) free(p->maps[i].path);
   for (size_t i = 0; i < p->nthreads; i++) free(p->threads[i].name);
   free(p->recs);

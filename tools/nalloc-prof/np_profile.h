@@ -35,9 +35,20 @@ enum np_sampling {
   NP_SAMPLING_V2    /* Poisson sampling: heap_v2/R */
 };
 
+/* What a record is: an ordinary line, or one of nalloc's '#nalloc' view
+ * lines (issue 14), which the other readers skip as comments: the part of
+ * a line on one NUMA node, a stack's temporary allocations (exact
+ * profiles; the count is in the alloc_objects counter), or a stack's
+ * lifetime histogram of sampled objects (`life`). */
+enum np_kind { NP_REC_MAIN, NP_REC_NODE, NP_REC_TEMP, NP_REC_LIFE };
+#define NP_LIFE_N 14 /* prof_internal.h PROF_LIFE_N */
+
 typedef struct np_record {
   uint64_t *pcs; /* return addresses exactly as written, leaf first */
   size_t npcs;
+  enum np_kind kind;
+  int node;                /* NP_REC_NODE */
+  uint64_t *life;          /* NP_REC_LIFE: NP_LIFE_N counts, else NULL */
   long thread;             /* -1: all threads (gperftools line or t*) */
   int64_t raw[NP_NCOUNTERS];
   double v[NP_NCOUNTERS];  /* after unbiasing */
@@ -71,6 +82,8 @@ typedef struct np_profile {
   size_t nmaps, capmaps;
   np_thread_name *threads;
   size_t nthreads, capthreads;
+  int nnodes;            /* 1 + the highest node of a node line; 0: none */
+  bool has_temp, has_life; /* temporary / lifetime lines present */
 } np_profile;
 
 /* Parses a profile held in memory. Returns 0, or -1 with a one-line

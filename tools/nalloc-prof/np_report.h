@@ -15,6 +15,11 @@ typedef struct np_ropts {
   long nodecount;    /* rows to print; 0 = all */
   const char *title; /* flamegraph title, NULL for a default */
   FILE *out;
+  /* top's extra columns, from nalloc's view lines (issue 14): */
+  const np_view *const *nodes; /* per NUMA node views: flat per node */
+  int nnodes;
+  const np_view *all;  /* --temporary: the ordinary view (allocations) */
+  const np_view *life; /* lifetime histograms: a median lifetime column */
 } np_ropts;
 
 int np_report_top(const np_view *v, const np_ropts *o);

@@ -95,14 +95,77 @@ static double np_pct(double x, double total) {
   return total != 0 ? 100.0 * x / total : 0.0;
 }
 
+/* Flat value of function `key` (a key of t) in another table, 0 if absent. */
+static double np_flat_in(const np_functab *t, const np_functab *other,
+                         uint32_t key) {
+  uint32_t k = np_intern_find(&other->keys, np_intern_key(&t->keys, key),
+                              np_intern_len(&t->keys, key));
+  return k < other->n ? other->flat[k] : 0;
+}
+
+/* Per function (flat: the stacks whose leaf it is), the lifetime
+ * histogram of its sampled objects, NP_LIFE_N values per key of t. */
+static double *np_life_tab(const np_view *life, const np_functab *t,
+                           bool lines) {
+  double *h = np_xcalloc((t->n ? t->n : 1) * NP_LIFE_N, sizeof *h);
+  np_intern scratch = {0};
+  uint32_t *fr = NULL;
+  size_t cap = 0;
+  for (size_t i = 0; i < life->nstacks; i++) {
+    const np_stack *s = &life->stacks[i];
+    if (np_view_stack_frames(life, s, &fr, &cap) == 0) continue;
+    uint32_t lk = np_frame_key(life, fr[0], lines, &scratch);
+    uint32_t k = np_intern_find(&t->keys, np_intern_key(&scratch, lk),
+                                np_intern_len(&scratch, lk));
+    if (k >= t->n) continue;
+    for (int b = 0; b < NP_LIFE_N; b++) h[k * NP_LIFE_N + b] += s->life[b];
+  }
+  free(fr);
+  np_intern_free(&scratch);
+  return h;
+}
+
+/* The bucket holding the median of a lifetime histogram, as its upper
+ * bound ("<4ms"; prof_life_bkt: bucket k < 2^(10+2k) ns), "-" if empty. */
+static const char *np_life_median(const double *h) {
+  static const char *const up[NP_LIFE_N] = {
+      "<1us",  "<4us",  "<16us", "<66us", "<262us", "<1ms",  "<4ms",
+      "<17ms", "<67ms", "<268ms", "<1.1s", "<4.3s", "<17s", ">=17s"};
+  double n = 0, acc = 0;
+  for (int b = 0; b < NP_LIFE_N; b++) n += h[b];
+  if (n == 0) return "-";
+  for (int b = 0; b < NP_LIFE_N; b++)
+    if ((acc += h[b]) * 2 >= n) return up[b];
+  return up[NP_LIFE_N - 1];
+}
+
 int np_report_top(const np_view *v, const np_ropts *o) {
   np_functab t;
   np_functab_build(v, o->counter, o->lines, &t);
   double total = v->total[o->counter];
-  fprintf(o->out, "Total: %lld %s (%s)\n", np_round(total), np_unit(o->counter),
-          np_counter_names[o->counter]);
-  fprintf(o->out, "%12s %7s %7s %12s %7s  %s\n", "flat", "flat%", "sum%", "cum",
-          "cum%", o->lines ? "line" : "function");
+  int nn = o->nnodes;
+  np_functab *nt = np_xcalloc((size_t)nn + 1, sizeof *nt), at = {0};
+  for (int k = 0; k < nn; k++)
+    np_functab_build(o->nodes[k], o->counter, o->lines, &nt[k]);
+  if (o->all) np_functab_build(o->all, NP_ALLOC_OBJECTS, o->lines, &at);
+  double *life = o->life ? np_life_tab(o->life, &t, o->lines) : NULL;
+  if (o->all)
+    fprintf(o->out, "Total: %lld temporary allocations (freed before their "
+                    "thread allocated again) of %lld\n",
+            np_round(total), np_round(o->all->total[NP_ALLOC_OBJECTS]));
+  else
+    fprintf(o->out, "Total: %lld %s (%s)\n", np_round(total),
+            np_unit(o->counter), np_counter_names[o->counter]);
+  fprintf(o->out, "%12s %7s %7s %12s %7s", "flat", "flat%", "sum%", "cum",
+          "cum%");
+  for (int k = 0; k < nn; k++) {
+    char h[16];
+    snprintf(h, sizeof h, "node%d", k);
+    fprintf(o->out, " %12s", h);
+  }
+  if (o->all) fprintf(o->out, " %12s %7s", "allocs", "temp%");
+  if (life) fprintf(o->out, " %9s", "lifetime");
+  fprintf(o->out, "  %s\n", o->lines ? "line" : "function");
   uint32_t *idx = np_xmalloc((t.n ? t.n : 1) * sizeof *idx);
   for (size_t i = 0; i < t.n; i++) idx[i] = (uint32_t)i;
   np_sort_tab = &t;
@@ -115,13 +178,24 @@ int np_report_top(const np_view *v, const np_ropts *o) {
     if (np_round(t.flat[k]) == 0 && np_round(t.cum[k]) == 0) continue;
     if (o->nodecount && shown >= o->nodecount) break;
     sum += t.flat[k];
-    fprintf(o->out, "%12lld %6.2f%% %6.2f%% %12lld %6.2f%%  %s\n",
+    fprintf(o->out, "%12lld %6.2f%% %6.2f%% %12lld %6.2f%%",
             np_round(t.flat[k]), np_pct(t.flat[k], total), np_pct(sum, total),
-            np_round(t.cum[k]), np_pct(t.cum[k], total),
-            np_intern_key(&t.keys, k));
+            np_round(t.cum[k]), np_pct(t.cum[k], total));
+    for (int d = 0; d < nn; d++)
+      fprintf(o->out, " %12lld", np_round(np_flat_in(&t, &nt[d], k)));
+    if (o->all) {
+      double a = np_flat_in(&t, &at, k);
+      fprintf(o->out, " %12lld %6.2f%%", np_round(a), np_pct(t.flat[k], a));
+    }
+    if (life) fprintf(o->out, " %9s", np_life_median(life + k * NP_LIFE_N));
+    fprintf(o->out, "  %s\n", np_intern_key(&t.keys, k));
     shown++;
   }
   free(idx);
+  free(life);
+  for (int d = 0; d < nn; d++) np_functab_free(&nt[d]);
+  free(nt);
+  if (o->all) np_functab_free(&at);
   np_functab_free(&t);
   return 0;
 }

@@ -53,7 +53,9 @@ np_view *np_view_build(const np_profile *p, np_symbolizer *sym,
   size_t caplocs = 0;
   for (size_t i = 0; i < p->nrecs; i++) {
     const np_record *r = &p->recs[i];
-    if (r->thread != o->thread) continue;
+    if (r->thread != o->thread || r->kind != o->kind ||
+        (o->kind == NP_REC_NODE && r->node != o->node))
+      continue;
     size_t n = 0;
     for (size_t k = 0; k < r->npcs; k++)
       *NP_PUSH(locs, n, caplocs) = np_get_loc(v, sym, r->pcs[k]);
@@ -79,6 +81,9 @@ np_view *np_view_build(const np_profile *p, np_symbolizer *sym,
       v->stacks[sid].v[c] += r->v[c];
       v->total[c] += r->v[c];
     }
+    if (r->life)
+      for (int k = 0; k < NP_LIFE_N; k++)
+        v->stacks[sid].life[k] += (double)r->life[k];
   }
   free(locs);
   return v;

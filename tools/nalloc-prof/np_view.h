@@ -29,10 +29,14 @@ typedef struct np_stack {
   uint32_t *locs;      /* leaf first */
   size_t nlocs;
   double v[NP_NCOUNTERS];
+  double life[NP_LIFE_N]; /* views of NP_REC_LIFE records */
 } np_stack;
 
 typedef struct np_viewopts {
   long thread;                 /* -1: all threads; jemalloc tN otherwise */
+  enum np_kind kind;           /* which records: ordinary (default), one
+                                  node's, temporaries, lifetimes */
+  int node;                    /* NP_REC_NODE: this node's */
   bool keep_allocator_frames;  /* --keep-allocator-frames */
 } np_viewopts;
 
