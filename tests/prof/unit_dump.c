@@ -18,8 +18,8 @@
  *   of which is an executable mapping holding the sites' code.
  * Run with NALLOC_CONF=prof:true,lg_prof_sample:0,prof_active:false,
  * prof_unwind:fp (CMakeLists.txt); the test turns prof.active on around
- * its own allocations. Linked with the engine's objects and -rdynamic (so
- * dladdr names the sites). */
+ * its own allocations. Linked with libnalloc_np (the public API is all it
+ * needs) and -rdynamic (so that dladdr names the sites). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdbool.h>
