@@ -96,10 +96,12 @@ static bool conf_int(const char *v, size_t n, bool suffix, int64_t *out) {
   if (i < n && (v[i] == '-' || v[i] == '+')) neg = v[i++] == '-';
   if (i == n) return false;
   uint64_t x = 0;
+  size_t first = i;
   for (; i < n && v[i] >= '0' && v[i] <= '9'; i++) {
     if (x > (uint64_t)INT64_MAX / 10) return false;
     x = x * 10 + (uint64_t)(v[i] - '0');
   }
+  if (i == first) return false; /* no digits: "k" alone is not 0 */
   if (i < n && suffix && i + 1 == n) {
     unsigned sh = v[i] == 'k' || v[i] == 'K' ? 10 : v[i] == 'm' || v[i] == 'M' ? 20
                 : v[i] == 'g' || v[i] == 'G' ? 30 : 0;

@@ -193,6 +193,10 @@ bool pheap_move_grow(arena_t *a, span_t *s, size_t np) {
                              tail->start + tail->npages * PAGE != s->chunk_hi)))
     return false;
   size_t old = s->chunk_hi - s->chunk_lo, size = heap_grow_size(np);
+  /* A mapping that already holds np pages is not grown (pheap_take_at
+   * serves that): "moving" it to a smaller one would cut its free tail,
+   * and (size - old) / PAGE below would wrap. */
+  if (size <= old) return false;
   void *p = os_reserve(size);
   if (p == NULL) return false;
   if (!pagemap_reserve(p, size) || !os_move((void *)s->start, old, size, p)) {

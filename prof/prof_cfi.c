@@ -484,13 +484,21 @@ static uint64_t cfi_pack(const cfi_state_t *st) {
  * The call instruction is at pc-1: a call as the last instruction of a
  * function (to a noreturn function) has its return address in the next
  * function, whose rules are not the caller's. */
+static uint64_t cfi_fde_rule(const uint8_t *fde, uintptr_t pc);
 static uint64_t cfi_compute(uintptr_t pc) {
   find_arg_t f = {pc - 1, NULL};
   prof_loader_enter();
   dl_iterate_phdr(find_cb, &f);
   prof_loader_exit();
   if (f.fde == NULL) return CFI_OTHER;
-  rd_t r = {f.fde, f.fde + 12, false};
+  return cfi_fde_rule(f.fde, pc);
+}
+
+/* The rule at return address pc from the FDE at `fde` (its CIE found
+ * through the FDE's CIE pointer); apart from the lookup so that
+ * tests/prof/unit_cfi.c can feed it records of its own. */
+static uint64_t cfi_fde_rule(const uint8_t *fde, uintptr_t pc) {
+  rd_t r = {fde, fde + 12, false};
   uint64_t len = rd_fixed(&r, 4);
   if (len == 0xffffffffu) len = rd_fixed(&r, 8);
   if (r.bad || len == 0) return CFI_OTHER;

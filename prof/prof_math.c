@@ -5,7 +5,8 @@
  * libnalloc does not link libm (a program linking -lnalloc must not need
  * -lm), so ln() and exp() are implemented here. They are only used on the
  * sampled slow path and in dumps; against glibc libm their relative error
- * is below 1e-13 (exp, near its range limits) and 3e-16 (ln). */
+ * is below 1e-13 (exp, near its range limits) and 3e-16 (ln; 5e-16 for x
+ * within 1/2 of 1, where ln(x) is small: tests/prof/unit_math.c). */
 #include "prof_internal.h"
 
 #include <string.h>
