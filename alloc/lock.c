@@ -3,6 +3,8 @@
 #include "lock.h"
 
 #include <linux/futex.h>
+#include <sched.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -71,19 +73,63 @@ void nlock_rank_release(const nlock_t *l) {
   tsd->lock_ranks &= ~(1u << l->rank);
 }
 
-void nlock_fork_begin(void) { tsd_get()->lock_ranks |= NLOCK_RANKS_OFF; }
-void nlock_fork_end(void) { tsd_get()->lock_ranks &= ~NLOCK_RANKS_OFF; }
+void nlock_fork_begin(void) {
+  tsd_t *tsd = tsd_get();
+  tsd->lock_ranks |= NLOCK_RANKS_OFF;
+  tsd->nlocks_fork = tsd->nlocks;
+}
+
+/* The child re-initialised the locks the prepare handler took without
+ * unlocking them: their count goes too. What is left counts the locks of
+ * the interrupted code, which releases them if the signal handler
+ * returns. */
+void nlock_fork_end(void) {
+  tsd_t *tsd = tsd_get();
+  tsd->lock_ranks &= ~NLOCK_RANKS_OFF;
+  tsd->nlocks = tsd->nlocks_fork;
+}
+
+/* Long enough for a holder that is merely slow (preempted, in a system
+ * call) to finish; short enough that a fork whose prepare handler waits
+ * for a holder that waits for the forking thread is not noticed as a
+ * hang. */
+#define NLOCK_FORK_WAIT_NS 20000000ull
+
+static uint64_t nlock_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* A lock this thread already holds can only mean fork() was called from a
  * signal handler that interrupted nalloc: taking it again would hang, so
- * leave it, and tell the child that what it guards may be mid-update. */
+ * leave it, and tell the child that what it guards may be mid-update.
+ * In that case, a lock another thread holds is waited for a while only
+ * (see lock.h). */
 void nlock_prefork(nlock_t *l) {
   if (nlock_held_by_me(l)) {
     l->fork_skipped = true;
     return;
   }
   l->fork_skipped = false;
-  nlock_lock(l);
+  if (tsd_get()->nlocks_fork == 0) {
+    nlock_lock(l);
+    return;
+  }
+  uint64_t start = 0;
+  for (unsigned i = 0; !nlock_trylock(l); i++) {
+    if (i < NLOCK_SPINS) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    uint64_t now = nlock_clock_ns();
+    if (start == 0) start = now;
+    if (now - start > NLOCK_FORK_WAIT_NS) {
+      l->fork_skipped = true;
+      return;
+    }
+    sched_yield();
+  }
 }
 
 void nlock_postfork_parent(nlock_t *l) {

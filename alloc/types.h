@@ -202,6 +202,10 @@ typedef struct tsd_s {
   uint32_t tid;             /* kernel thread id, 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
   uint32_t lock_ranks;      /* debug build: bit r = a lock of rank r held */
+  uint16_t nlocks;          /* nlocks held: more than 0 in a fork's prepare
+                               handler means fork() was called from a
+                               signal handler that interrupted nalloc */
+  uint16_t nlocks_fork;     /* nlocks when the fork handlers began */
 } tsd_t;
 
 /* ---- what ties the constants together --------------------------------- */
