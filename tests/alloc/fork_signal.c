@@ -433,6 +433,35 @@ static void *fs_short_thread(void *arg) {
   return NULL;
 }
 
+/* New stacks for the profiler: a block allocated by one of 64 leaf
+ * functions, d frames deep (d < 40, well inside prof_depth), makes 2,560
+ * stacks per calling thread. Its tables keep growing while the signals
+ * come: new records, the owner's table resized, the table of stacks
+ * doubled past 2,048 entries (its old array unmapped with the lock held). */
+typedef void *(*fs_leaf_fn)(size_t);
+#define FS_LEAF(n)                                                    \
+  static __attribute__((noinline)) void *fs_leaf##n(size_t s) {       \
+    void *p = A_MALLOC(s);                                            \
+    __asm__ volatile("" : : "r"(p) : "memory"); /* no tail call */    \
+    return p;                                                         \
+  }
+#define FS_LEAF8(n) FS_LEAF(n##0) FS_LEAF(n##1) FS_LEAF(n##2) FS_LEAF(n##3) \
+  FS_LEAF(n##4) FS_LEAF(n##5) FS_LEAF(n##6) FS_LEAF(n##7)
+FS_LEAF8(1) FS_LEAF8(2) FS_LEAF8(3) FS_LEAF8(4)
+FS_LEAF8(5) FS_LEAF8(6) FS_LEAF8(7) FS_LEAF8(8)
+#define FS_LEAF8_PTR(n) fs_leaf##n##0, fs_leaf##n##1, fs_leaf##n##2, \
+  fs_leaf##n##3, fs_leaf##n##4, fs_leaf##n##5, fs_leaf##n##6, fs_leaf##n##7
+static const fs_leaf_fn fs_leaves[64] = {
+    FS_LEAF8_PTR(1), FS_LEAF8_PTR(2), FS_LEAF8_PTR(3), FS_LEAF8_PTR(4),
+    FS_LEAF8_PTR(5), FS_LEAF8_PTR(6), FS_LEAF8_PTR(7), FS_LEAF8_PTR(8)};
+
+static __attribute__((noinline)) void *fs_deep(unsigned d, unsigned leaf, size_t s) {
+  if (d == 0) return fs_leaves[leaf % 64](s);
+  void *p = fs_deep(d - 1, leaf, s);
+  __asm__ volatile("" : : "r"(p) : "memory"); /* no tail call: a frame each */
+  return p;
+}
+
 /* One step of the mixed workload, over the thread's slot table. */
 enum { FS_SLOTS = 512 };
 typedef struct {
@@ -496,6 +525,13 @@ static void fs_step(fs_worker_t *w) {
     A_FREE(p);
   } else if (op < 97) {
     tcache_flush();
+  } else if (op < 99) { /* new stacks */
+    for (int i = 0; i < 16; i++) {
+      void *p = fs_deep((unsigned)rng_range(r, 0, 39), (unsigned)rng_range(r, 0, 63),
+                        (size_t)rng_range(r, 1, 300));
+      CHECK(p != NULL);
+      A_FREE(p);
+    }
   } else if (w->main && fs_threads_ok && op == 99) {
     fs_block_t io[16];
     for (int i = 0; i < 8; i++) io[i] = fs_new(r, 1, 2048);
