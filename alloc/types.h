@@ -198,6 +198,9 @@ typedef struct tsd_s {
   int64_t prof_countdown;   /* requested bytes left until the next sample */
   uint8_t state;            /* TSD_* */
   uint8_t reentrant;        /* >0: inside nalloc internals; never sample */
+  uint8_t prof_busy;        /* >0: in the profiler's sampled paths beyond
+                               counter updates (its tables may be
+                               mid-update: a fork child turns it off) */
   uint16_t arena;           /* index of the arena this thread uses */
   uint32_t tid;             /* kernel thread id, 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
