@@ -323,12 +323,17 @@ static bool heap_queued(heap_t *h, span_t *s) {
  * nothing will finish that. A span that made it onto the queue is marked
  * QUEUED, as the push would have (the drain expects it); one that did not
  * goes back to the available list itself. */
-static void repair_one(span_t *s, void *vh) {
-  heap_t *h = vh;
+static void recount_one(span_t *s, void *unused) {
+  (void)unused;
   uint32_t free_slots = 0;
   for (unsigned w = 0; w < s->nwords; w++)
     free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
   s->used = s->nslots - free_slots + (s->list == SL_CUR);
+}
+
+static void repair_one(span_t *s, void *vh) {
+  heap_t *h = vh;
+  recount_one(s, NULL);
   if (atomic_load(&s->notify) != SN_PUSHING) return;
   if (heap_queued(h, s)) {
     atomic_store(&s->notify, SN_QUEUED);
@@ -349,6 +354,8 @@ void heap_postfork_child(heap_t *mine) {
     if (h == mine || !h->live || h->lock != NULL) continue;
     h->live = 0;
     if (h->busy) continue; /* mid-update in a thread that is gone: dropped */
+    /* that thread may have stopped inside a fast path too (any fork) */
+    heap_each(h, recount_one, NULL, false);
     heap_flush_as(h, true);
     if (!broken) {
       h->next_free = heaps_free;
