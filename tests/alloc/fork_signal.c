@@ -259,7 +259,7 @@ static unsigned fs_site_seen(uint64_t key) {
 /* At a system call of kind `kind`, before (after = false) or after it: a
  * fork from the signal handler, now, in this thread, with whatever locks
  * the allocator holds here. */
-static void fs_site(unsigned kind, bool after) {
+static CHECK_UNUSED void fs_site(unsigned kind, bool after) {
   if (!atomic_load_explicit(&fs_sites, memory_order_relaxed) || fs_in_child) return;
   unsigned seen = fs_site_seen(fs_site_of(kind) + after);
   unsigned n = atomic_fetch_add(&fs_site_calls, 1);
@@ -272,6 +272,10 @@ static void fs_site(unsigned kind, bool after) {
 }
 
 enum { FS_MMAP, FS_MUNMAP, FS_MADVISE, FS_CLOCK };
+
+/* Not under a sanitizer, whose runtime intercepts these itself. */
+#define FS_SITES_OK (!CHECK_TSAN && !CHECK_ASAN)
+#if FS_SITES_OK
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   fs_site(FS_MMAP, false);
@@ -300,6 +304,7 @@ int clock_gettime(clockid_t clk, struct timespec *ts) {
   fs_site(FS_CLOCK, true);
   return r;
 }
+#endif
 
 /* ---- the parent's watchdog -------------------------------------------------
  * A parent that stops making progress (a fork's prepare handler waiting
@@ -625,6 +630,10 @@ int main(int argc, char **argv) {
            "usage: fork_signal [alloc|prof|sites] [forks]");
   }
   bool sites = strcmp(mode, "sites") == 0;
+  if (sites && !FS_SITES_OK) {
+    fprintf(stderr, "fork_signal: sites mode needs a build without a sanitizer: skipped\n");
+    return 77;
+  }
   CHECK(nforks > 0);
   fs_keep_hung = getenv("FORK_SIGNAL_KEEP_HUNG");
   fs_nmax = nforks;
