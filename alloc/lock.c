@@ -15,7 +15,7 @@
 void nlock_init(nlock_t *l, unsigned rank) {
   atomic_store_explicit(&l->word, 0, memory_order_relaxed);
   l->rank = (uint8_t)rank;
-  l->fork_skipped = false;
+  l->fork_taken = false;
 }
 
 /* Contended: spin briefly (critical sections are short), then sleep on the
@@ -77,6 +77,7 @@ void nlock_fork_begin(void) {
   tsd_t *tsd = tsd_get();
   tsd->lock_ranks |= NLOCK_RANKS_OFF;
   tsd->nlocks_fork = tsd->nlocks;
+  tsd->tid_fork = nalloc_tid(); /* the child's thread gets an id of its own */
 }
 
 /* The child re-initialised the locks the prepare handler took without
@@ -103,42 +104,49 @@ static uint64_t nlock_clock_ns(void) {
 
 /* A lock this thread already holds can only mean fork() was called from a
  * signal handler that interrupted nalloc: taking it again would hang, so
- * leave it, and tell the child that what it guards may be mid-update.
- * In that case, a lock another thread holds is waited for a while only
- * (see lock.h). */
+ * it is left as it is, and the child, not finding it taken by prefork,
+ * knows that what it guards may be mid-update. In that case a lock another
+ * thread holds is waited for a while only (see lock.h).
+ *
+ * fork_taken says that prefork took the lock; it is written only by the
+ * lock's holder, and read by a thread only when the lock word says that
+ * thread holds it: another thread forking at the same time (whose prepare
+ * handler may hold a lock this one gave up on) never reads or writes it. */
 void nlock_prefork(nlock_t *l) {
-  if (nlock_held_by_me(l)) {
-    l->fork_skipped = true;
-    return;
-  }
-  l->fork_skipped = false;
+  if (nlock_held_by_me(l)) return;
   if (tsd_get()->nlocks_fork == 0) {
     nlock_lock(l);
-    return;
-  }
-  uint64_t start = 0;
-  for (unsigned i = 0; !nlock_trylock(l); i++) {
-    if (i < NLOCK_SPINS) {
-      __builtin_ia32_pause();
-      continue;
+  } else {
+    uint64_t start = 0;
+    for (unsigned i = 0; !nlock_trylock(l); i++) {
+      if (i < NLOCK_SPINS) {
+        __builtin_ia32_pause();
+        continue;
+      }
+      uint64_t now = nlock_clock_ns();
+      if (start == 0) start = now;
+      if (now - start > NLOCK_FORK_WAIT_NS) return;
+      sched_yield();
     }
-    uint64_t now = nlock_clock_ns();
-    if (start == 0) start = now;
-    if (now - start > NLOCK_FORK_WAIT_NS) {
-      l->fork_skipped = true;
-      return;
-    }
-    sched_yield();
   }
+  l->fork_taken = true;
+}
+
+/* Taken by the prepare handler of the thread whose id was `tid`. */
+static bool nlock_fork_mine(const nlock_t *l, uint32_t tid) {
+  return (atomic_load_explicit(&l->word, memory_order_relaxed) & ~NLOCK_WAITERS) ==
+             tid &&
+         l->fork_taken;
 }
 
 void nlock_postfork_parent(nlock_t *l) {
-  if (l->fork_skipped) l->fork_skipped = false;
-  else nlock_unlock(l);
+  if (!nlock_fork_mine(l, nalloc_tid())) return;
+  l->fork_taken = false;
+  nlock_unlock(l);
 }
 
 bool nlock_postfork_child(nlock_t *l) {
-  bool broken = l->fork_skipped;
+  bool broken = !nlock_fork_mine(l, tsd_get()->tid_fork);
   nlock_init(l, l->rank);
   return broken;
 }

@@ -70,15 +70,15 @@ static inline bool nlock_held_by_me(const nlock_t *l) {
          nalloc_tid();
 }
 
-/* Fork: prefork takes the lock unless the forking thread holds it already
- * (fork() from a signal handler that interrupted nalloc: the lock is then
- * marked fork_skipped and the structure it guards may be mid-update).
+/* Fork: prefork takes the lock (and marks it fork_taken) unless the
+ * forking thread holds it already (fork() from a signal handler that
+ * interrupted nalloc: the structure it guards may be mid-update).
  * When the forking thread holds any lock (tsd.nlocks), taking the others
  * in rank order can deadlock: a thread holding a lower-ranked one may be
  * waiting for one the forking thread holds and will not release before
  * the handler returns. Then prefork waits for a lock held by another
- * thread at most NLOCK_FORK_WAIT_NS, and past that marks it fork_skipped
- * too (the child cannot tell how far that thread got).
+ * thread at most NLOCK_FORK_WAIT_NS, and past that leaves it too (the
+ * child cannot tell how far that thread got).
  * postfork_parent releases what prefork took; postfork_child re-inits and
  * returns whether the structure may have been mid-update at the fork. */
 void nlock_fork_begin(void); /* around the fork handlers: no rank checks */

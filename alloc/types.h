@@ -154,7 +154,8 @@ typedef struct heap_s {
 typedef struct nlock_s {
   _Atomic uint32_t word; /* 0: free; else owner tid | NLOCK_WAITERS */
   uint8_t rank;
-  bool fork_skipped;     /* prefork found it held by the forking thread */
+  bool fork_taken;       /* taken by a fork's prepare handler (nlock_prefork;
+                            written by the holder only) */
 } nlock_t;
 
 /* ---- arenas (arena.c, page_heap.c) ------------------------------------- */
@@ -209,6 +210,7 @@ typedef struct tsd_s {
                                handler means fork() was called from a
                                signal handler that interrupted nalloc */
   uint16_t nlocks_fork;     /* nlocks when the fork handlers began */
+  uint32_t tid_fork;        /* tid when the fork handlers began */
 } tsd_t;
 
 /* ---- what ties the constants together --------------------------------- */
