@@ -200,8 +200,9 @@ void *heap_alloc_slow(heap_t *h, unsigned cls) {
 static void heap_span_empty_busy(heap_t *h, span_t *s) {
   nalloc_assert(s->list != SL_CUR); /* its phantom allocation */
   heap_take(h, s);
-  /* it may sit on the remote queue (announced while it was full): drain
-   * first, so the queue never holds a span given back */
+  (void)span_quiet(s); /* no announcement from now on... */
+  /* ...but it may sit on the remote queue (announced while it was full):
+   * drain first, so the queue never holds a span given back */
   if (atomic_load_explicit(&h->rqueue, memory_order_relaxed)) heap_drain(h);
   heap_keep_or_destroy(h, s);
 }
@@ -254,6 +255,7 @@ static void trim_one(span_t *s, void *vh) {
   heap_t *h = vh;
   span_collect(s);
   if (s->used != (s->list == SL_CUR)) return;
+  if (!span_quiet(s)) return; /* announced since the drain: the next trim */
   if (s->list == SL_CUR) heap_clear_cur(h, s);
   else heap_take(h, s);
   span_destroy(s);
