@@ -171,7 +171,8 @@ void arena_stats(arena_t *a, arena_stats_t *st) {
   memset(st, 0, sizeof *st);
   uint64_t live = 0;
   nlock_lock(&a->heap_lock);
-  for (span_t *s = a->small_all; s != NULL; s = s->anext) {
+  /* fork child: the list may be mid-update; its counters are just numbers */
+  for (span_t *s = a->broken ? NULL : a->small_all; s != NULL; s = s->anext) {
     uint32_t n = span_live(s);
     live += n;
     st->allocated += (size_t)n * s->slot_size;

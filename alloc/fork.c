@@ -7,11 +7,15 @@
  * nalloc's.
  *
  * fork() from a signal handler that interrupted nalloc in the forking
- * thread: prefork skips the locks that thread holds (nlock_prefork), and
- * the child leaves alone every structure that was mid-update: an arena
- * whose lock was held (arena.broken), the base allocator's lists, the
- * heap registry, and the thread's own heap if it was inside a slow path
- * (heap.busy). It leaks what they held, and never reads a half-made list. */
+ * thread: prefork skips the locks that thread holds, and waits only a
+ * while for those other threads hold (nlock_prefork), and the child leaves
+ * alone every structure that was mid-update: an arena whose lock was
+ * skipped (arena.broken), the base allocator's lists, the heap registry,
+ * the thread's own heap if it was inside a slow path (heap.busy), the
+ * profiler (off in that child). It leaks what they held, and never reads a
+ * half-made list. The thread's heap, when kept, has its span counts
+ * recomputed (the fast paths have no flag). The table per structure is
+ * in alloc/README.md, section fork. */
 #include "fork.h"
 
 #include "arena.h"

@@ -45,6 +45,8 @@ static bool free_small(span_t *s, uint32_t i) {
   heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   if (owner == me && me != &heap_none) return heap_free_owned(me, s, i);
   if (owner == NULL || owner->lock == NULL) return span_push_remote(s, i);
+  if (owner->arena->broken) return true; /* fork child: the shared heap may be
+                                            mid-update; the block leaks */
   nlock_lock(owner->lock);
   bool ok = heap_free_owned(owner, s, i);
   nlock_unlock(owner->lock);

@@ -200,8 +200,9 @@ void *heap_alloc_slow(heap_t *h, unsigned cls) {
 static void heap_span_empty_busy(heap_t *h, span_t *s) {
   nalloc_assert(s->list != SL_CUR); /* its phantom allocation */
   heap_take(h, s);
-  /* it may sit on the remote queue (announced while it was full): drain
-   * first, so the queue never holds a span given back */
+  (void)span_quiet(s); /* no announcement from now on... */
+  /* ...but it may sit on the remote queue (announced while it was full):
+   * drain first, so the queue never holds a span given back */
   if (atomic_load_explicit(&h->rqueue, memory_order_relaxed)) heap_drain(h);
   heap_keep_or_destroy(h, s);
 }
@@ -254,6 +255,7 @@ static void trim_one(span_t *s, void *vh) {
   heap_t *h = vh;
   span_collect(s);
   if (s->used != (s->list == SL_CUR)) return;
+  if (!span_quiet(s)) return; /* announced since the drain: the next trim */
   if (s->list == SL_CUR) heap_clear_cur(h, s);
   else heap_take(h, s);
   span_destroy(s);
@@ -299,11 +301,46 @@ void heap_move(heap_t *h, arena_t *to) {
 void heap_prefork(void) { nlock_prefork(&heaps_lock); }
 void heap_postfork_parent(void) { nlock_postfork_parent(&heaps_lock); }
 
-/* A remote free of a thread that is gone may have stopped between
- * claiming a span (PUSHING) and pushing it: nothing will finish that, so
- * the surviving heap takes such spans back itself. */
-static void unstick_one(span_t *s, void *h) {
+static bool heap_queued(heap_t *h, span_t *s) {
+  for (span_t *q = atomic_load_explicit(&h->rqueue, memory_order_relaxed); q; q = q->rnext)
+    if (q == s) return true;
+  return false;
+}
+
+/* The forking thread's own heap, when fork did not interrupt one of its
+ * slow paths (heap.busy clear): its lists are whole, but two things may be
+ * half done.
+ *
+ * The fast paths (span_take, span_push) write a slot's bit and then the
+ * span's `used` count, with no flag around them (they are the 28- and
+ * 40-instruction paths): a fork from a signal handler between the two
+ * leaves `used` one off. The bitmaps are the truth (a free slot has its bit
+ * set in one of them, `used` counts the rest: remote frees not yet
+ * collected, and the current span's phantom allocation), so the child
+ * counts again. A slot an interrupted malloc took stays taken: that block
+ * is never returned in the child, and leaks there.
+ *
+ * A remote free of a thread that is gone (or of this thread, interrupted)
+ * may have stopped between claiming a span (PUSHING) and storing QUEUED:
+ * nothing will finish that. A span that made it onto the queue is marked
+ * QUEUED, as the push would have (the drain expects it); one that did not
+ * goes back to the available list itself. */
+static void recount_one(span_t *s, void *unused) {
+  (void)unused;
+  uint32_t free_slots = 0;
+  for (unsigned w = 0; w < s->nwords; w++)
+    free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
+  s->used = s->nslots - free_slots + (s->list == SL_CUR);
+}
+
+static void repair_one(span_t *s, void *vh) {
+  heap_t *h = vh;
+  recount_one(s, NULL);
   if (atomic_load(&s->notify) != SN_PUSHING) return;
+  if (heap_queued(h, s)) {
+    atomic_store(&s->notify, SN_QUEUED);
+    return;
+  }
   atomic_store(&s->notify, SN_NONE);
   if (s->list == SL_FULL) {
     heap_take(h, s);
@@ -313,12 +350,14 @@ static void unstick_one(span_t *s, void *h) {
 
 void heap_postfork_child(heap_t *mine) {
   bool broken = nlock_postfork_child(&heaps_lock);
-  if (mine != &heap_none && !mine->busy) heap_each(mine, unstick_one, mine, false);
+  if (mine != &heap_none && !mine->busy) heap_each(mine, repair_one, mine, false);
   if (broken) heaps_free = NULL; /* mid-update: what it held is lost */
   for (heap_t *h = heaps_all; h != NULL; h = h->next_all) {
     if (h == mine || !h->live || h->lock != NULL) continue;
     h->live = 0;
     if (h->busy) continue; /* mid-update in a thread that is gone: dropped */
+    /* that thread may have stopped inside a fast path too (any fork) */
+    heap_each(h, recount_one, NULL, false);
     heap_flush_as(h, true);
     if (!broken) {
       h->next_free = heaps_free;

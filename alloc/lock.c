@@ -3,6 +3,8 @@
 #include "lock.h"
 
 #include <linux/futex.h>
+#include <sched.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,7 +15,7 @@
 void nlock_init(nlock_t *l, unsigned rank) {
   atomic_store_explicit(&l->word, 0, memory_order_relaxed);
   l->rank = (uint8_t)rank;
-  l->fork_skipped = false;
+  l->fork_taken = false;
 }
 
 /* Contended: spin briefly (critical sections are short), then sleep on the
@@ -71,28 +73,80 @@ void nlock_rank_release(const nlock_t *l) {
   tsd->lock_ranks &= ~(1u << l->rank);
 }
 
-void nlock_fork_begin(void) { tsd_get()->lock_ranks |= NLOCK_RANKS_OFF; }
-void nlock_fork_end(void) { tsd_get()->lock_ranks &= ~NLOCK_RANKS_OFF; }
+void nlock_fork_begin(void) {
+  tsd_t *tsd = tsd_get();
+  tsd->lock_ranks |= NLOCK_RANKS_OFF;
+  tsd->nlocks_fork = tsd->nlocks;
+  tsd->tid_fork = nalloc_tid(); /* the child's thread gets an id of its own */
+}
+
+/* The child re-initialised the locks the prepare handler took without
+ * unlocking them: their count goes too. What is left counts the locks of
+ * the interrupted code, which releases them if the signal handler
+ * returns. */
+void nlock_fork_end(void) {
+  tsd_t *tsd = tsd_get();
+  tsd->lock_ranks &= ~NLOCK_RANKS_OFF;
+  tsd->nlocks = tsd->nlocks_fork;
+}
+
+/* Long enough for a holder that is merely slow (preempted, in a system
+ * call) to finish; short enough that a fork whose prepare handler waits
+ * for a holder that waits for the forking thread is not noticed as a
+ * hang. */
+#define NLOCK_FORK_WAIT_NS 20000000ull
+
+static uint64_t nlock_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* A lock this thread already holds can only mean fork() was called from a
  * signal handler that interrupted nalloc: taking it again would hang, so
- * leave it, and tell the child that what it guards may be mid-update. */
+ * it is left as it is, and the child, not finding it taken by prefork,
+ * knows that what it guards may be mid-update. In that case a lock another
+ * thread holds is waited for a while only (see lock.h).
+ *
+ * fork_taken says that prefork took the lock; it is written only by the
+ * lock's holder, and read by a thread only when the lock word says that
+ * thread holds it: another thread forking at the same time (whose prepare
+ * handler may hold a lock this one gave up on) never reads or writes it. */
 void nlock_prefork(nlock_t *l) {
-  if (nlock_held_by_me(l)) {
-    l->fork_skipped = true;
-    return;
+  if (nlock_held_by_me(l)) return;
+  if (tsd_get()->nlocks_fork == 0) {
+    nlock_lock(l);
+  } else {
+    uint64_t start = 0;
+    for (unsigned i = 0; !nlock_trylock(l); i++) {
+      if (i < NLOCK_SPINS) {
+        __builtin_ia32_pause();
+        continue;
+      }
+      uint64_t now = nlock_clock_ns();
+      if (start == 0) start = now;
+      if (now - start > NLOCK_FORK_WAIT_NS) return;
+      sched_yield();
+    }
   }
-  l->fork_skipped = false;
-  nlock_lock(l);
+  l->fork_taken = true;
+}
+
+/* Taken by the prepare handler of the thread whose id was `tid`. */
+static bool nlock_fork_mine(const nlock_t *l, uint32_t tid) {
+  return (atomic_load_explicit(&l->word, memory_order_relaxed) & ~NLOCK_WAITERS) ==
+             tid &&
+         l->fork_taken;
 }
 
 void nlock_postfork_parent(nlock_t *l) {
-  if (l->fork_skipped) l->fork_skipped = false;
-  else nlock_unlock(l);
+  if (!nlock_fork_mine(l, nalloc_tid())) return;
+  l->fork_taken = false;
+  nlock_unlock(l);
 }
 
 bool nlock_postfork_child(nlock_t *l) {
-  bool broken = l->fork_skipped;
+  bool broken = !nlock_fork_mine(l, tsd_get()->tid_fork);
   nlock_init(l, l->rank);
   return broken;
 }

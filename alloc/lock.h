@@ -40,6 +40,8 @@ void nlock_rank_release(const nlock_t *l);
 static inline void nlock_lock(nlock_t *l) {
   uint32_t self = nalloc_tid(), free_word = 0;
   if (NALLOC_DEBUG_ON) nlock_rank_acquire(l);
+  tsd_get()->nlocks++; /* before the lock is ours: a fork from a signal
+                          handler then always knows it is inside nalloc */
   if (likely(atomic_compare_exchange_strong_explicit(
           &l->word, &free_word, self, memory_order_acquire, memory_order_relaxed)))
     return;
@@ -50,6 +52,7 @@ static inline bool nlock_trylock(nlock_t *l) {
   uint32_t free_word = 0;
   bool ok = atomic_compare_exchange_strong_explicit(
       &l->word, &free_word, nalloc_tid(), memory_order_acquire, memory_order_relaxed);
+  if (ok) tsd_get()->nlocks++;
   if (NALLOC_DEBUG_ON && ok) nlock_rank_acquire(l);
   return ok;
 }
@@ -59,6 +62,7 @@ static inline void nlock_unlock(nlock_t *l) {
   if (unlikely(atomic_exchange_explicit(&l->word, 0, memory_order_release) &
                NLOCK_WAITERS))
     nlock_wake(l);
+  tsd_get()->nlocks--; /* after: see nlock_lock */
 }
 
 static inline bool nlock_held_by_me(const nlock_t *l) {
@@ -66,11 +70,17 @@ static inline bool nlock_held_by_me(const nlock_t *l) {
          nalloc_tid();
 }
 
-/* Fork: prefork takes the lock unless the forking thread holds it already
- * (fork() from a signal handler that interrupted nalloc: the lock is then
- * marked fork_skipped and the structure it guards may be mid-update);
+/* Fork: prefork takes the lock (and marks it fork_taken) unless the
+ * forking thread holds it already (fork() from a signal handler that
+ * interrupted nalloc: the structure it guards may be mid-update).
+ * When the forking thread holds any lock (tsd.nlocks), taking the others
+ * in rank order can deadlock: a thread holding a lower-ranked one may be
+ * waiting for one the forking thread holds and will not release before
+ * the handler returns. Then prefork waits for a lock held by another
+ * thread at most NLOCK_FORK_WAIT_NS, and past that leaves it too (the
+ * child cannot tell how far that thread got).
  * postfork_parent releases what prefork took; postfork_child re-inits and
- * returns whether the structure was mid-update in the forking thread. */
+ * returns whether the structure may have been mid-update at the fork. */
 void nlock_fork_begin(void); /* around the fork handlers: no rank checks */
 void nlock_fork_end(void);
 void nlock_prefork(nlock_t *l);

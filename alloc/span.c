@@ -229,6 +229,18 @@ bool span_want(span_t *s) {
  * announces it once; the drain skips a span no longer on the full list. */
 void span_unwant(span_t *s) { (void)s; }
 
+bool span_quiet(span_t *s) {
+  for (;;) {
+    uint8_t st = atomic_load(&s->notify);
+    if (st == SN_PUSHING) {
+      span_wait_push();
+      continue;
+    }
+    if (st != SN_WANT) return st != SN_QUEUED;
+    if (atomic_compare_exchange_strong(&s->notify, &st, SN_NONE)) return true;
+  }
+}
+
 void span_dequeued(span_t *s) {
   for (;;) {
     uint8_t st = SN_QUEUED;

@@ -108,6 +108,15 @@ bool span_want(span_t *s);
 /* Owner only: the span is usable again without a remote free (one of the
  * owner's own frees); takes back the wish. */
 void span_unwant(span_t *s);
+/* Owner only, before giving back a span that emptied: no remote free may
+ * announce it any more. A remote free reads notify after setting its bit,
+ * and may be held up in between (preempted, or running a signal handler
+ * that forks) while the owner collects that bit, empties the span and
+ * gives it back: had the span kept a WANT, that free would then push a
+ * span whose owner is gone (NULL). WANT goes back to NONE; a push in
+ * progress is waited out. False if the span is on the queue (QUEUED):
+ * the owner must drain it before the span goes. */
+bool span_quiet(span_t *s);
 /* Owner only, draining its queue: s was on it; it may be announced again. */
 void span_dequeued(span_t *s);
 /* The owner goes away (thread exit, flush, arena move): no push will

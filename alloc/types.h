@@ -158,7 +158,8 @@ typedef struct heap_s {
 typedef struct nlock_s {
   _Atomic uint32_t word; /* 0: free; else owner tid | NLOCK_WAITERS */
   uint8_t rank;
-  bool fork_skipped;     /* prefork found it held by the forking thread */
+  bool fork_taken;       /* taken by a fork's prepare handler (nlock_prefork;
+                            written by the holder only) */
 } nlock_t;
 
 /* ---- arenas (arena.c, page_heap.c) ------------------------------------- */
@@ -202,12 +203,20 @@ typedef struct tsd_s {
   int64_t prof_countdown;   /* requested bytes left until the next sample */
   uint8_t state;            /* TSD_* */
   uint8_t reentrant;        /* >0: inside nalloc internals; never sample */
+  uint8_t prof_busy;        /* >0: in the profiler's sampled paths beyond
+                               counter updates (its tables may be
+                               mid-update: a fork child turns it off) */
   uint16_t arena;           /* index of the arena this thread uses */
   uint32_t tid;             /* kernel thread id, 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
   const void *prof_last;    /* the last block malloc_sampled returned: a
                                free of it is a temporary allocation (prof/) */
   uint32_t lock_ranks;      /* debug build: bit r = a lock of rank r held */
+  uint16_t nlocks;          /* nlocks held: more than 0 in a fork's prepare
+                               handler means fork() was called from a
+                               signal handler that interrupted nalloc */
+  uint16_t nlocks_fork;     /* nlocks when the fork handlers began */
+  uint32_t tid_fork;        /* tid when the fork handlers began */
 } tsd_t;
 
 /* ---- what ties the constants together --------------------------------- */

@@ -115,6 +115,7 @@ static int64_t sample_counts(const prof_tctx_t *t, size_t size,
  * draw the next wait, make or renew the thread's tdata, and note the
  * request's size bucket. */
 static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
+  tsd->prof_busy++; /* sweeps, table rebuilds, new tdatas: see prof_postfork_child */
   prof_tdata_t *td = tsd->prof_tdata;
   if (td != NULL &&
       (atomic_load_explicit(&td->attn, memory_order_relaxed) & PROF_ATTN_SWEEP))
@@ -126,15 +127,15 @@ static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
                               PROF_ATTN_EXPIRED)))
     td = prof_tdata_get(tsd, true);
   if (td != NULL) td->want_bkt = td->lg != 0 ? (uint8_t)prof_bkt(size) : 0;
+  tsd->prof_busy--;
   return td;
 }
 
 /* The sampled path beyond exact mode's plain count: the size bucket's
  * tctx, unbiased counts, the peak profile, the gdump total and pending
  * automatic dumps. */
-static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
-                                         prof_tctx_t *t, size_t size,
-                                         unsigned *how) {
+static void *sample_slow_busy(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
+                              size_t size, unsigned *how) {
   if (t->bkt != td->want_bkt &&
       (t = prof_tctx_bucket(td, t, td->want_bkt)) == NULL)
     return NULL;
@@ -151,6 +152,15 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
   if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, est);
   if (slow & PROF_SLOW_PENDING) prof_triggers_run_pending(tsd);
   return t;
+}
+
+static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
+                                         prof_tctx_t *t, size_t size,
+                                         unsigned *how) {
+  tsd->prof_busy++; /* a new tctx goes into the owner's table, dumps run */
+  void *r = sample_slow_busy(tsd, td, t, size, how);
+  tsd->prof_busy--;
+  return r;
 }
 
 /* One call per sampled allocation, so that an exact profile pays for one
@@ -246,6 +256,8 @@ static NALLOC_ALWAYS_INLINE void free_temp(tsd_t *tsd, prof_tctx_t *t,
 static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
                                              prof_tctx_t *t, size_t size,
                                              const void *p, uint64_t birth) {
+  unsigned off = atomic_load_explicit(&prof_slow, memory_order_relaxed);
+  if (off & PROF_SLOW_OFF) return; /* fork child: the records may be mid-update */
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
@@ -345,14 +357,36 @@ void prof_postfork_parent(void) {
   nlock_postfork_parent(&prof_dump_lock);
 }
 
+/* fork() from a signal handler that interrupted the profiler in the
+ * forking thread (a lock it held or waited out, or its tables: prof_busy,
+ * or reentrant, raised around the stack walk and lookup) leaves records
+ * the child cannot trust: a table being resized, a list being linked. The
+ * child does not repair them; it stops profiling (opt.prof reads false,
+ * as if prof:false; no dumps, not even at exit) and frees of blocks
+ * sampled before the fork leave their records alone (PROF_SLOW_OFF). The
+ * records stay allocated: nothing of them is freed or read again. */
+static void prof_off_child(tsd_t *tsd) {
+  opt_prof = false;
+  atomic_store(&prof_active, false);
+  atomic_fetch_or(&prof_slow, PROF_SLOW_OFF);
+  tsd->prof_countdown = INT64_MAX;
+  tsd->prof_busy = 0;
+  nalloc_log("fork from a signal handler that interrupted the profiler: "
+             "profiling is off in this child");
+}
+
 void prof_postfork_child(void) {
   if (!opt_prof) return;
-  prof_mem_postfork_child();
-  prof_bt_postfork_child();
-  nlock_postfork_child(&prof_gctx_lock);
-  nlock_postfork_child(&prof_tdatas_lock);
-  nlock_postfork_child(&prof_dump_lock);
-  prof_data_postfork_child(tsd_get());
+  tsd_t *tsd = tsd_get();
+  bool broken = prof_mem_postfork_child();
+  broken |= prof_bt_postfork_child();
+  broken |= nlock_postfork_child(&prof_gctx_lock);
+  broken |= nlock_postfork_child(&prof_tdatas_lock);
+  broken |= nlock_postfork_child(&prof_dump_lock);
+  broken |= tsd->prof_busy != 0 || tsd->reentrant != 0;
+  if (broken) prof_off_child(tsd);
+  prof_http_postfork_child(); /* closes the parent's socket; serves if on */
+  if (broken) return;
+  prof_data_postfork_child(tsd);
   prof_triggers_postfork_child();
-  prof_http_postfork_child();
 }

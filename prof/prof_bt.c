@@ -189,9 +189,9 @@ void prof_bt_postfork_parent(void) {
   prof_cfi_postfork_parent();
   nlock_postfork_parent(&exec_lock);
 }
-void prof_bt_postfork_child(void) {
-  prof_cfi_postfork_child();
-  nlock_postfork_child(&exec_lock);
+bool prof_bt_postfork_child(void) {
+  bool broken = prof_cfi_postfork_child();
+  return nlock_postfork_child(&exec_lock) || broken;
 }
 
 /* prof_entry_frame from `frame` (one of our callers), after making sure
@@ -364,11 +364,12 @@ NALLOC_NOINLINE prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td,
   tsd->reentrant++; /* libunwind may allocate: not the program's memory */
   unsigned n = bt_dwarf(td, caller, sp, bp, pcs, opt_prof_depth, w);
   prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
-  tsd->reentrant--;
   w->pc = (uintptr_t)caller;
   w->sp = sp;
   w->bp = bp;
   w->tctx = w->nwords != PROF_WALK_NONE ? t : NULL;
+  tsd->reentrant--; /* after the walk record is whole (a fork child trusts
+                       this thread's tdata only while reentrant is 0) */
   return t;
 }
 

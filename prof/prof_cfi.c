@@ -146,11 +146,12 @@ void prof_cfi_postfork_parent(void) {
   nlock_postfork_parent(&cfi_lock);
   atomic_store(&loader_forking, false);
 }
-void prof_cfi_postfork_child(void) {
-  nlock_postfork_child(&cfi_lock);
+bool prof_cfi_postfork_child(void) {
+  bool broken = nlock_postfork_child(&cfi_lock);
   for (unsigned i = 0; i < LOADER_SLOTS; i++) /* only this thread is left */
     atomic_store_explicit(&loader_in[i].n, 0, memory_order_relaxed);
   atomic_store(&loader_forking, false);
+  return broken;
 }
 
 /* ---- reading DWARF call-frame information --------------------------------

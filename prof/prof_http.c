@@ -780,7 +780,7 @@ void prof_http_postfork_child(void) {
   ph_listen_fd = -1;
   ph_where[0] = '\0';
   ph_unix_path[0] = '\0';
-  if (opt_prof_http_fork) ph_start(true);
+  if (opt_prof_http_fork && opt_prof) ph_start(true);
 }
 
 int ctl_prof_http_address(const size_t *idx, void *oldp, size_t *oldlenp,

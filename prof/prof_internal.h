@@ -122,6 +122,9 @@ enum {
   PROF_SLOW_GDUMP = 1,   /* prof.gdump on: track the live total */
   PROF_SLOW_PENDING = 2, /* an automatic dump waits (prof_trigger.c) */
   PROF_SLOW_PEAK = 4,    /* peak profile kept (prof_peak.c) */
+  PROF_SLOW_OFF = 8,     /* fork child: the profiler was mid-update in the
+                            forking thread and is off (prof_postfork_child):
+                            frees of sampled blocks leave the records alone */
 };
 extern _Atomic unsigned prof_slow;
 
@@ -324,7 +327,7 @@ size_t prof_mem_mapped(void);
 size_t prof_mem_used(unsigned kind);
 void prof_mem_prefork(void);
 void prof_mem_postfork_parent(void);
-void prof_mem_postfork_child(void);
+bool prof_mem_postfork_child(void); /* true: it was mid-update */
 
 /* ---- prof_math.c -------------------------------------------------------- */
 double prof_ln(double x);
@@ -419,7 +422,7 @@ prof_bt_tctx(prof_tdata_t *td, const void *caller, const void *frame) {
 void prof_bt_prime(void);
 void prof_bt_prefork(void);
 void prof_bt_postfork_parent(void);
-void prof_bt_postfork_child(void);
+bool prof_bt_postfork_child(void); /* true: it was mid-update */
 
 /* ---- prof_cfi.c --------------------------------------------------------- */
 /* A cached rule for leaving the frame that return address pc is in:
@@ -464,7 +467,7 @@ void prof_loader_enter(void);
 void prof_loader_exit(void);
 void prof_cfi_prefork(void);
 void prof_cfi_postfork_parent(void);
-void prof_cfi_postfork_child(void);
+bool prof_cfi_postfork_child(void); /* true: it was mid-update */
 
 /* ---- prof_data.c -------------------------------------------------------- */
 prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);

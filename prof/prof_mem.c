@@ -158,4 +158,4 @@ size_t prof_mem_used(unsigned kind) {
 
 void prof_mem_prefork(void) { nlock_prefork(&mem_lock); }
 void prof_mem_postfork_parent(void) { nlock_postfork_parent(&mem_lock); }
-void prof_mem_postfork_child(void) { nlock_postfork_child(&mem_lock); }
+bool prof_mem_postfork_child(void) { return nlock_postfork_child(&mem_lock); }

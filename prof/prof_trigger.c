@@ -184,6 +184,7 @@ static void sig_thread_start(void) {
 /* ---- exit --------------------------------------------------------------- */
 
 static void prof_atexit(void) {
+  if (!opt_prof) return; /* off in a fork child (prof_postfork_child) */
   if (opt_prof_peak_final) auto_dump(K_P, PROF_DUMP_PEAK);
   if (opt_prof_final || opt_prof_leak)
     auto_dump(K_F, opt_prof_leak ? PROF_DUMP_LEAK : PROF_DUMP_NOW);
