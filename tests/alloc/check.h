@@ -1,8 +1,5 @@
-/* check.h -- tiny test helpers shared by the tests in tests/alloc/.
- *
- * CHECK(cond) / CHECKF(cond, fmt, ...) print file:line and exit(1) from any
- * thread (via _exit, so a failing check in a thread or a forked child never
- * runs atexit handlers that could deadlock).
+/* check.h -- the helpers of the tests in tests/alloc/, on top of the one
+ * harness of tests/ (../check_core.h: CHECK, CHECKF).
  *
  * A_* macros name the allocator under test: the plain glibc names when the
  * test is linked against libnalloc (the override library), the nalloc_
@@ -22,11 +19,8 @@
 
 #include <nalloc.h>
 
-#ifdef __cplusplus
-#define CHECK_UNUSED [[maybe_unused]]
-#else
-#define CHECK_UNUSED __attribute__((unused))
-#endif
+#include "../check_core.h"
+
 
 #ifdef NALLOC_TEST_PREFIXED
 #define A_MALLOC nalloc_malloc
@@ -83,36 +77,6 @@
 #define CHECK_ASAN 0
 #endif
 
-CHECK_UNUSED static void check_fail(const char *file, int line,
-                                    const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 3, 4)));
-CHECK_UNUSED static void check_fail(const char *file, int line,
-                                    const char *fmt, ...) {
-  char buf[1024];
-  int n = snprintf(buf, sizeof buf, "%s:%d: FAILED: ", file, line);
-  if (n < 0) n = 0;
-  if ((size_t)n > sizeof buf) n = sizeof buf;
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-  va_end(ap);
-  if (m < 0) m = 0;
-  size_t len = (size_t)n + (size_t)m;
-  if (len > sizeof buf - 2) len = sizeof buf - 2;
-  buf[len++] = '\n';
-  ssize_t w = write(2, buf, len);
-  (void)w;
-  _exit(1);
-}
-
-#define CHECK(cond)                                            \
-  do {                                                         \
-    if (!(cond)) check_fail(__FILE__, __LINE__, "%s", #cond);  \
-  } while (0)
-#define CHECKF(cond, ...)                                      \
-  do {                                                         \
-    if (!(cond)) check_fail(__FILE__, __LINE__, __VA_ARGS__);  \
-  } while (0)
 #define CHECK_EQ_U(a, b)                                                   \
   do {                                                                     \
     uintmax_t a_ = (uintmax_t)(a), b_ = (uintmax_t)(b);                    \

@@ -24,15 +24,7 @@
 #include "nalloc.h"
 #include "types.h"
 
-#define CHECKF(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      exit(1);                                                \
-    }                                                         \
-  } while (0)
+#include "../check_core.h"
 
 typedef struct {
   unsigned char *p;

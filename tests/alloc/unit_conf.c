@@ -25,15 +25,7 @@
 #include "../prof/prof_http.h"
 #include "../prof/prof_internal.h"
 
-#define CHECKF(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      exit(1);                                                \
-    }                                                         \
-  } while (0)
+#include "../check_core.h"
 
 /* Every option as the test sees it: numbers widened to long long,
  * strings as text. */

@@ -34,15 +34,7 @@
 #include "page_heap.h"
 #include "pagemap.h"
 
-#define CHECKF(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      exit(1);                                                \
-    }                                                         \
-  } while (0)
+#include "../check_core.h"
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {

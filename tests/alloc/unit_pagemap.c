@@ -12,15 +12,7 @@
 
 #include "pagemap.h"
 
-#define CHECKF(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      exit(1);                                                \
-    }                                                         \
-  } while (0)
+#include "../check_core.h"
 
 
 static uint64_t rs = 88172645463325252ULL;

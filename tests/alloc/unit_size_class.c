@@ -12,15 +12,7 @@
 
 #include "size_class.h"
 
-#define CHECKF(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fputc('\n', stderr);                                 \
-      exit(1);                                             \
-    }                                                      \
-  } while (0)
+#include "../check_core.h"
 
 /* The tables built into the library (generated at build time) are what
  * sc_compute gives now: a stale generated file shows here. */

@@ -19,13 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                        \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
+#include "../check_core.h"
 #define CHECK_EQ_U(a, b)                                                  \
   do {                                                                    \
     unsigned long long a_ = (a), b_ = (b);                                \

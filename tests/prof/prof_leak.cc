@@ -21,14 +21,7 @@
 
 #include <nalloc.h>
 
-#define CHECK(c)                                                             \
-  do {                                                                       \
-    if (!(c)) {                                                              \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-                   #c);                                                      \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
+#include "../check_core.h"
 #ifdef NALLOC_TEST_PREFIXED
 #define t_malloc nalloc_malloc
 #else

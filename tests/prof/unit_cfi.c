@@ -28,15 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECKF(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      exit(1);                                                \
-    }                                                         \
-  } while (0)
+#include "../check_core.h"
 
 /* A rule in prof_internal.h's layout. */
 static uint64_t rule(unsigned kind, bool rbp_saved, int rbp_off, int32_t cfa_off) {

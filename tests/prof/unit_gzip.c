@@ -12,13 +12,7 @@
 
 #include "prof_http.h"
 
-#define CHECK(c)                                                          \
-  do {                                                                    \
-    if (!(c)) {                                                           \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      exit(1);                                                            \
-    }                                                                     \
-  } while (0)
+#include "../check_core.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t next(void) {

@@ -28,15 +28,7 @@
 
 #include "prof_internal.h"
 
-#define CHECKF(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-      exit(1);                                                \
-    }                                                         \
-  } while (0)
+#include "../check_core.h"
 
 static uint64_t rs = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void) {
