@@ -132,6 +132,28 @@ static void run_release(arena_t *a, span_t *r) {
   else run_purge(a, r);
 }
 
+/* Record r covers the OS mapping [start, start + size) whole. */
+static void rec_set_mapping(span_t *r, uintptr_t start, size_t size) {
+  r->start = r->chunk_lo = start;
+  r->chunk_hi = start + size;
+  r->npages = size / PAGE;
+}
+
+/* Moves the mapping at `from` (`old` bytes) onto a fresh address range of
+ * `size` bytes whose page-map leaves exist first, so that a move that
+ * succeeds never leaves pages without entries. Its pages go along (no
+ * copy) and it keeps its NUMA policy, the grown part with it. The new
+ * start, or 0 (nothing changed) when the OS or metadata refuses. */
+static uintptr_t heap_move_mapping(uintptr_t from, size_t old, size_t size) {
+  void *p = os_reserve(size);
+  if (p == NULL) return 0;
+  if (!pagemap_reserve(p, size) || !os_move((void *)from, old, size, p)) {
+    os_unmap(p, size);
+    return 0;
+  }
+  return (uintptr_t)p;
+}
+
 /* Bytes of the mapping made for a request of np pages that no run fits. */
 static size_t heap_grow_size(size_t np) {
   return np * PAGE > HEAP_CHUNK ? ALIGN_UP(np * PAGE, (size_t)2 << 20) : HEAP_CHUNK;
@@ -162,20 +184,13 @@ static bool heap_grow_remap(arena_t *a, size_t np) {
   span_t *r = heap_remap_candidate(a, np);
   if (r == NULL) return false;
   size_t old = r->npages * PAGE, size = heap_grow_size(np);
-  void *p = os_reserve(size);
-  if (p == NULL) return false;
-  if (!pagemap_reserve(p, size) || !os_move((void *)r->start, old, size, p)) {
-    os_unmap(p, size);
-    return false;
-  }
-  /* the moved mapping keeps its NUMA policy, and the grown part with it */
+  uintptr_t p = heap_move_mapping(r->start, old, size);
+  if (p == 0) return false;
   run_remove(a, r);
   pagemap_set_ends((void *)r->start, r->npages, NULL);
   a->mapped += size - old;
   a->npages_dirty += (size - old) / PAGE; /* one run: dirty as a whole */
-  r->start = r->chunk_lo = (uintptr_t)p;
-  r->chunk_hi = r->start + size;
-  r->npages = size / PAGE;
+  rec_set_mapping(r, p, size);
   r->zeroed = 0;
   run_insert(a, r);
   return true;
@@ -197,12 +212,8 @@ bool pheap_move_grow(arena_t *a, span_t *s, size_t np) {
    * serves that): "moving" it to a smaller one would cut its free tail,
    * and (size - old) / PAGE below would wrap. */
   if (size <= old) return false;
-  void *p = os_reserve(size);
-  if (p == NULL) return false;
-  if (!pagemap_reserve(p, size) || !os_move((void *)s->start, old, size, p)) {
-    os_unmap(p, size);
-    return false;
-  }
+  uintptr_t p = heap_move_mapping(s->start, old, size);
+  if (p == 0) return false;
   if (tail != NULL) { /* its pages are the block's now */
     run_remove(a, tail);
     pagemap_set_ends((void *)tail->start, tail->npages, NULL);
@@ -212,9 +223,7 @@ bool pheap_move_grow(arena_t *a, span_t *s, size_t np) {
   }
   a->mapped += size - old;
   a->npages_active += (size - old) / PAGE;
-  s->start = s->chunk_lo = (uintptr_t)p;
-  s->chunk_hi = s->start + size;
-  s->npages = size / PAGE;
+  rec_set_mapping(s, p, size);
   return true;
 }
 
@@ -230,9 +239,7 @@ static bool heap_grow(arena_t *a, size_t np) {
   }
   node_bind_range(p, size, a->node);
   a->mapped += size;
-  r->start = r->chunk_lo = (uintptr_t)p;
-  r->npages = size / PAGE;
-  r->chunk_hi = r->start + size;
+  rec_set_mapping(r, (uintptr_t)p, size);
   r->zeroed = 1;
   run_insert(a, r);
   return true;
