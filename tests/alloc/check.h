@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <nalloc.h>
 
@@ -194,6 +196,43 @@ CHECK_UNUSED static unsigned ctl_unsigned(const char *name) {
                name, r);
   return v;
 }
+/* Runs fn in a forked child (no core file, killed by SIGALRM after
+ * `secs`), with the child's stderr captured into err (cap bytes, NUL
+ * ended); `survived` is the child's exit status when fn returns. Returns
+ * the child's wait status. For the misuse tests, whose cases must abort
+ * with a message or go on. */
+CHECK_UNUSED static int check_in_child(void (*fn)(void), unsigned secs, int survived,
+                                       char *err, size_t cap) {
+  int pe[2];
+  CHECK(pipe(pe) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct rlimit nocore = {0, 0};
+    setrlimit(RLIMIT_CORE, &nocore);
+    dup2(pe[1], 2);
+    close(pe[0]);
+    close(pe[1]);
+    alarm(secs);
+    fn();
+    _exit(survived);
+  }
+  close(pe[1]);
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(pe[0], err + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n == cap - 1) break;
+  }
+  err[n] = 0;
+  close(pe[0]);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  return st;
+}
+
 /* stats.allocated after an epoch refresh */
 CHECK_UNUSED static size_t stat_allocated(void) {
   ctl_refresh();

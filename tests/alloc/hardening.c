@@ -380,35 +380,10 @@ static int check_readme(const char *path) {
 }
 
 static int run_case(const hcase_t *c) {
-  int pe[2];
-  CHECK(pipe(pe) == 0);
   want[0] = 0;
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    struct rlimit nocore = {0, 0};
-    setrlimit(RLIMIT_CORE, &nocore);
-    dup2(pe[1], 2);
-    close(pe[0]);
-    close(pe[1]);
-    alarm(30);
-    c->fn();
-    _exit(0);
-  }
-  close(pe[1]);
   char err[8192];
-  size_t n = 0;
-  for (;;) {
-    ssize_t r = read(pe[0], err + n, sizeof err - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-    if (n == sizeof err - 1) break;
-  }
-  err[n] = 0;
-  close(pe[0]);
-  int st;
-  CHECK(waitpid(pid, &st, 0) == pid);
+  int st = check_in_child(c->fn, 30, 0, err, sizeof err);
+  size_t n = strlen(err);
   const char *why = NULL;
   if (c->expect == ABORT) {
     char line[300];
