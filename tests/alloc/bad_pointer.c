@@ -175,15 +175,6 @@ static void double_free_after_reuse(void) {
   _exit(0);
 }
 
-static void *thread_free(void *p) {
-  A_FREE(p);
-  return NULL;
-}
-static void free_in_thread(void *p) {
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, thread_free, p) == 0);
-  CHECK(pthread_join(t, NULL) == 0);
-}
 
 /* freed by its owner, freed again by another thread (a remote free of a
  * slot that is free in the owner's bitmap) */

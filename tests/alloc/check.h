@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -231,6 +232,17 @@ CHECK_UNUSED static int check_in_child(void (*fn)(void), unsigned secs, int surv
   int st;
   CHECK(waitpid(pid, &st, 0) == pid);
   return st;
+}
+
+/* Frees p from a thread of its own (a remote free), and waits for it. */
+CHECK_UNUSED static void *check_thread_free(void *p) {
+  A_FREE(p);
+  return NULL;
+}
+CHECK_UNUSED static void free_in_thread(void *p) {
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, check_thread_free, p) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
 }
 
 /* stats.allocated after an epoch refresh */

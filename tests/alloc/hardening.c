@@ -52,15 +52,6 @@ static void expect_at(const char *call, const void *p, const char *what) {
 
 static char static_buf[256] __attribute__((aligned(64)));
 
-static void *thread_free(void *p) {
-  A_FREE(p);
-  return NULL;
-}
-static void free_in_thread(void *p) {
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, thread_free, p) == 0);
-  CHECK(pthread_join(t, NULL) == 0);
-}
 static void *thread_alloc(void *arg) {
   void **keep = arg;
   *keep = A_MALLOC(64); /* keeps the span from emptying */
