@@ -11,8 +11,6 @@
  * threads=2 is one pair (as prodcons -t 2). Total work = 2*10^7 blocks *
  * scale. fanin.c builds this file with FAN_IN defined. */
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include "bench_common.h"
 
 #ifdef FAN_IN
@@ -20,45 +18,13 @@
 #else
 #define NAME "fanout"
 #endif
-#define RING 512
-struct ring {
-  _Alignas(64) _Atomic size_t head; /* written by the producer */
-  _Alignas(64) _Atomic size_t tail; /* written by the consumer */
-  _Alignas(64) unsigned char *slot[RING];
-  long count; /* blocks that travel through this ring */
-  int id;
-};
+#define BENCH_RING 512
+#define BENCH_NAME NAME
+#include "bench_ring.h"
+
 static struct bench_args A;
 static struct ring *Q;
 static int NQ; /* rings: one per consumer (fanout) or per producer (fanin) */
-
-static unsigned char *make(struct bench_rng *r, int id, long i) {
-  size_t sz = bench_uniform(r, 16, 512);
-  unsigned char *p = malloc(sz);
-  BENCH_OOM(p);
-  uint64_t hdr[2] = {sz, ((uint64_t)id << 40) | (uint64_t)i};
-  memcpy(p, hdr, 16);
-  bench_stamp(p + 16, sz - 16, hdr[1]);
-  return p;
-}
-static void consume(unsigned char *p, int id, long i) {
-  uint64_t hdr[2];
-  memcpy(hdr, p, 16);
-  if (hdr[1] != (((uint64_t)id << 40) | (uint64_t)i)) BENCH_FAIL(NAME ": block out of order or clobbered");
-  if (hdr[0] < 16 || hdr[0] > 512 || !bench_check(p + 16, hdr[0] - 16, hdr[1]))
-    BENCH_FAIL(NAME ": block contents clobbered");
-  free(p);
-}
-static void wait_room(struct ring *q, size_t head) {
-  int spins = 0;
-  while (head - atomic_load_explicit(&q->tail, memory_order_acquire) >= RING)
-    if (++spins > 64) { sched_yield(); spins = 0; }
-}
-static void put(struct ring *q, size_t *head, unsigned char *p) {
-  wait_room(q, *head);
-  q->slot[*head % RING] = p;
-  atomic_store_explicit(&q->head, ++*head, memory_order_release);
-}
 
 #ifndef FAN_IN
 /* one producer, round robin over the consumers' rings */
@@ -69,20 +35,8 @@ static void *producer(void *arg) {
   BENCH_OOM(head);
   long per = Q[0].count;
   for (long i = 0; i < per; i++)
-    for (int k = 0; k < NQ; k++) put(&Q[k], &head[k], make(&r, k, i));
+    for (int k = 0; k < NQ; k++) ring_put(&Q[k], &head[k], make(&r, k, i));
   free(head);
-  return NULL;
-}
-static void *consumer(void *arg) {
-  struct ring *q = arg;
-  size_t tail = 0;
-  for (long i = 0; i < q->count; i++) {
-    int spins = 0;
-    while (atomic_load_explicit(&q->head, memory_order_acquire) == tail)
-      if (++spins > 64) { sched_yield(); spins = 0; }
-    consume(q->slot[tail % RING], q->id, i);
-    atomic_store_explicit(&q->tail, ++tail, memory_order_release);
-  }
   return NULL;
 }
 #else
@@ -91,7 +45,7 @@ static void *producer(void *arg) {
   struct ring *q = arg;
   struct bench_rng r = bench_rng_init(A.seed, (uint64_t)q->id);
   size_t head = 0;
-  for (long i = 0; i < q->count; i++) put(q, &head, make(&r, q->id, i));
+  for (long i = 0; i < q->count; i++) ring_put(q, &head, make(&r, q->id, i));
   return NULL;
 }
 static void *consumer(void *arg) {
@@ -108,7 +62,7 @@ static void *consumer(void *arg) {
       size_t head = atomic_load_explicit(&q->head, memory_order_acquire);
       size_t t = tail[k];
       if (head == t) continue;
-      for (; t != head; t++) consume(q->slot[t % RING], q->id, (long)t);
+      for (; t != head; t++) consume(q->slot[t % BENCH_RING], q->id, (long)t);
       atomic_store_explicit(&q->tail, t, memory_order_release);
       left -= (long)(t - tail[k]);
       tail[k] = t;
@@ -127,14 +81,7 @@ int main(int argc, char **argv) {
   long total = bench_scaled(2e7, A.scale, 1000);
   double t0 = bench_now();
   if (A.threads == 1) {
-    struct bench_rng r = bench_rng_init(A.seed, 0);
-    unsigned char *batch[RING];
-    for (long done = 0; done < total;) {
-      long n = total - done < RING ? total - done : RING;
-      for (long i = 0; i < n; i++) batch[i] = make(&r, 0, done + i);
-      for (long i = 0; i < n; i++) consume(batch[i], 0, done + i);
-      done += n;
-    }
+    ring_single_thread(A.seed, total);
   } else {
     NQ = A.threads - 1;
     Q = aligned_alloc(64, sizeof *Q * (size_t)NQ);
@@ -151,7 +98,7 @@ int main(int argc, char **argv) {
     /* thread 0 produces, threads 1..T-1 consume ring k-1 */
     if (pthread_create(&th[0], NULL, producer, NULL)) BENCH_FAIL("pthread_create");
     for (int k = 0; k < NQ; k++)
-      if (pthread_create(&th[k + 1], NULL, consumer, &Q[k])) BENCH_FAIL("pthread_create");
+      if (pthread_create(&th[k + 1], NULL, ring_consumer, &Q[k])) BENCH_FAIL("pthread_create");
 #else
     if (pthread_create(&th[0], NULL, consumer, NULL)) BENCH_FAIL("pthread_create");
     for (int k = 0; k < NQ; k++)
