@@ -63,6 +63,20 @@ __attribute__((unused)) static void *ring_consumer(void *arg) {
   return NULL;
 }
 
+/* n zeroed rings with ids 0..n-1 sharing *total blocks evenly (*total is
+ * rounded down to a multiple of n). */
+static struct ring *ring_array(int n, long *total) {
+  struct ring *q = aligned_alloc(64, sizeof *q * (size_t)n);
+  BENCH_OOM(q);
+  memset(q, 0, sizeof *q * (size_t)n);
+  *total = *total / n * n;
+  for (int i = 0; i < n; i++) {
+    q[i].count = *total / n;
+    q[i].id = i;
+  }
+  return q;
+}
+
 /* threads=1: one thread makes a ring's worth of blocks, then frees them. */
 static void ring_single_thread(uint64_t seed, long total) {
   struct bench_rng r = bench_rng_init(seed, 0);

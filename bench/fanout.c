@@ -84,16 +84,9 @@ int main(int argc, char **argv) {
     ring_single_thread(A.seed, total);
   } else {
     NQ = A.threads - 1;
-    Q = aligned_alloc(64, sizeof *Q * (size_t)NQ);
+    Q = ring_array(NQ, &total);
     pthread_t *th = malloc(sizeof *th * (size_t)A.threads);
-    BENCH_OOM(Q);
     BENCH_OOM(th);
-    memset(Q, 0, sizeof *Q * (size_t)NQ);
-    total = total / NQ * NQ;
-    for (int k = 0; k < NQ; k++) {
-      Q[k].count = total / NQ;
-      Q[k].id = k;
-    }
 #ifndef FAN_IN
     /* thread 0 produces, threads 1..T-1 consume ring k-1 */
     if (pthread_create(&th[0], NULL, producer, NULL)) BENCH_FAIL("pthread_create");

@@ -28,15 +28,10 @@ int main(int argc, char **argv) {
     ring_single_thread(A.seed, total);
   } else {
     int pairs = A.threads / 2;
-    struct ring *q = aligned_alloc(64, sizeof *q * (size_t)pairs);
+    struct ring *q = ring_array(pairs, &total);
     pthread_t *th = malloc(sizeof *th * 2 * (size_t)pairs);
-    BENCH_OOM(q);
     BENCH_OOM(th);
-    memset(q, 0, sizeof *q * (size_t)pairs);
-    total = total / pairs * pairs;
     for (int i = 0; i < pairs; i++) {
-      q[i].count = total / pairs;
-      q[i].id = i;
       if (pthread_create(&th[2 * i], NULL, producer, &q[i]) ||
           pthread_create(&th[2 * i + 1], NULL, ring_consumer, &q[i]))
         BENCH_FAIL("pthread_create");
