@@ -47,7 +47,8 @@ static uint64_t node_ctl_mbind_failures(void) {
 static const ctl_row_t node_ctl_rows[] = {
     {"numa.nodes", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .v.u = &node_count},
     {"numa.narenas_per_node", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .v.u = &node_arenas_per},
-    {"numa.mbind_failures", CTL_U64, CTL_RO, CTL_SNAPSHOT, .get = node_ctl_mbind_failures},
+    {"numa.mbind_failures", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .get = node_ctl_mbind_failures},
 };
 const ctl_table_t node_ctl_table = {node_ctl_rows, ARRAY_LEN(node_ctl_rows)};
 static unsigned node_real[NODE_MAX]; /* the real node ids this process may use */
