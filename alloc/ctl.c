@@ -107,18 +107,28 @@ static int ctl_read(const ctl_row_t *r, size_t i, void *oldp, size_t *oldlenp) {
     }
     return ctl_out(oldp, oldlenp, &v, len);
   }
-  const char *p = r->type == CTL_BOOL ? (const char *)r->v.b
-                : r->type == CTL_SIZE ? (const char *)r->v.z
-                : r->type == CTL_U64  ? (const char *)r->v.u64
-                                      : (const char *)r->v.u;
+  const void *p = NULL;
+  switch (r->type) {
+  case CTL_BOOL: p = r->v.b; break;
+  case CTL_UNSIGNED: p = r->v.u; break;
+  case CTL_U32: p = r->v.u32; break;
+  case CTL_SIZE: p = r->v.z; break;
+  case CTL_U64: p = r->v.u64; break;
+  case CTL_STR: case CTL_NONE: break; /* no pointer to a value */
+  }
   nalloc_assert(p != NULL);
-  return ctl_out(oldp, oldlenp, p + i * (r->index ? r->index->stride : 0), len);
+  return ctl_out(oldp, oldlenp, (const char *)p + i * (r->index ? r->index->stride : 0), len);
 }
 
 /* The checks the row asks for, in ctl.h's order, then its value or its
  * handler. */
 static int ctl_call(const ctl_row_t *r, const size_t *idx, void *oldp, size_t *oldlenp,
                     void *newp, size_t newlen) {
+  /* A well-formed row: at most one getter or handler, and a range for
+   * its index unless its handler checks the index itself. */
+  nalloc_assert((r->fn != NULL) + (r->get != NULL) + (r->get_i != NULL) <= 1);
+  nalloc_assert(strchr(r->name, '#') == NULL || r->index != NULL || r->fn != NULL);
+  nalloc_assert(r->get_i == NULL || r->index != NULL);
   if ((r->flags & CTL_PROF) && !opt_prof) return ENOENT;
   switch (r->access) {
   case CTL_RO:
