@@ -51,6 +51,7 @@ static const ctl_row_t node_ctl_rows[] = {
      .get = node_ctl_mbind_failures},
 };
 const ctl_table_t node_ctl_table = {node_ctl_rows, ARRAY_LEN(node_ctl_rows)};
+
 static unsigned node_real[NODE_MAX]; /* the real node ids this process may use */
 static unsigned node_nreal = 1;
 static unsigned node_total_arenas = 1;
