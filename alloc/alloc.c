@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "arena.h"
-#include "conf.h"
 #include "entry.h"
+#include "heap.h"
 #include "large.h"
 #include "sample.h"
 #include "../prof/prof_hook.h"

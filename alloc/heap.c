@@ -18,6 +18,16 @@
  * back to the page heap (where other classes and threads can use them). */
 #define HEAP_EMPTY_KEEP 1
 
+bool opt_tcache = true;
+size_t opt_tcache_max = SC_SMALL_MAX;
+
+static const conf_entry_t heap_conf_rows[] = {
+    {"tcache", CONF_BOOL, &opt_tcache, 0, 0, NULL, 0, "per-thread caches"},
+    {"tcache_max", CONF_SIZE, &opt_tcache_max, 0, (int64_t)SC_SMALL_MAX, NULL, 0,
+     "largest size kept in thread caches"},
+};
+const conf_table_t heap_conf_table = {heap_conf_rows, ARRAY_LEN(heap_conf_rows)};
+
 heap_t heap_none = {.cur = {[0 ... SC_NSMALL - 1] = &span_none}};
 
 static nlock_t heaps_lock = NLOCK_INITIALIZER(LOCK_HEAPS);
