@@ -93,34 +93,34 @@ for p in "${progs[@]}"; do
   esac
 done
 
-# one run: prints "seconds maxrss_kib". A run that fails is tried once
+# one run: prints "seconds cpu_seconds maxrss_kib". A run that fails is tried once
 # more (CPython's threading tests have timing-sensitive cases that can fail
 # on a loaded machine); a second failure stops the script.
 run1() { # prog i [attempt]
   local p=$1 i=$2 a=${3:-1}
-  if ! /usr/bin/time -o "$tmp/time" -f '%e %M' \
+  if ! (cd "$tmp" && /usr/bin/time -o "$tmp/time" -f '%e %U %S %M' \
       env -u LD_PRELOAD -u MALLOC_CONF -u NALLOC_CONF ${env[$p]} \
       ${preload[$i]:+LD_PRELOAD=${preload[$i]}} ${conf[$i]:+NALLOC_CONF=${conf[$i]}} \
-      ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err"; then
+      ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err"); then
     echo "footprint.sh: $p under ${names[$i]} failed (attempt $a):" >&2
-    tail -20 "$tmp/err" >&2
+    tail -20 "$tmp/out" "$tmp/err" >&2
     if [ "$a" = 1 ]; then echo "$p ${names[$i]}" >> "$tmp/retries"; run1 "$p" "$i" 2; return; fi
     exit 1
   fi
-  tail -1 "$tmp/time"
+  tail -1 "$tmp/time" | awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}'
 }
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-declare -A t_s t_rss
+declare -A t_s t_c t_rss
 na=${#names[@]}
 for ((r = 0; r < rounds; r++)); do
   for p in "${progs[@]}"; do
     for ((k = 0; k < na; k++)); do
       i=$(( (k + r) % na ))
-      run1 "$p" "$i" > "$tmp/res"; read -r s m < "$tmp/res"
-      t_s[$p,$i]+="$s "; t_rss[$p,$i]+="$m "
-      echo "round $((r + 1))/$rounds $p ${names[$i]}: $s s, $m KiB" >&2
+      run1 "$p" "$i" > "$tmp/res"; read -r s c m < "$tmp/res"
+      t_s[$p,$i]+="$s "; t_c[$p,$i]+="$c "; t_rss[$p,$i]+="$m "
+      echo "round $((r + 1))/$rounds $p ${names[$i]}: $s s, cpu $c s, $m KiB" >&2
     done
   done
 done
@@ -135,11 +135,11 @@ table() { # kind (rss|time)
     declare -A med=()
     best=; bn=
     for i in "${!names[@]}"; do
-      if [ "$kind" = rss ]; then
-        med[$i]=$(printf '%s\n' ${t_rss[$p,$i]} | median)
-      else
-        med[$i]=$(printf '%s\n' ${t_s[$p,$i]} | median)
-      fi
+      case $kind in
+        rss) med[$i]=$(printf '%s\n' ${t_rss[$p,$i]} | median);;
+        time) med[$i]=$(printf '%s\n' ${t_s[$p,$i]} | median);;
+        cpu) med[$i]=$(printf '%s\n' ${t_c[$p,$i]} | median);;
+      esac
       if is_peer "$i" && { [ -z "$best" ] || awk -v a="${med[$i]}" -v b="$best" 'BEGIN {exit !(a < b)}'; }; then
         best=${med[$i]}; bn=${names[$i]}
       fi
@@ -163,6 +163,10 @@ echo
 echo "Wall time, s (ratio to the fastest peer), same runs:"
 echo
 table time
+echo
+echo "CPU time (user+sys), s (ratio to the fastest peer), same runs; on a shared machine the steadier of the two times:"
+echo
+table cpu
 echo
 for p in "${progs[@]}"; do echo "- \`$p\`: ${desc[$p]}"; done
 for i in "${!names[@]}"; do
