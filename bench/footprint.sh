@@ -73,9 +73,9 @@ for p in "${progs[@]}"; do
       [ -x $py ] || { echo "footprint.sh: no $py (apt-get install python3)" >&2; exit 2; }
       $py -c 'import test.test_threading' 2>/dev/null ||
         { echo "footprint.sh: no CPython test suite (apt-get install libpython3.11-testsuite)" >&2; exit 2; }
-      cmd[$p]="$py -m test -q test_threading test_threading_local test_thread"; stdin[$p]=/dev/null
+      cmd[$p]="$py -m test -q -w test_threading test_threading_local test_thread"; stdin[$p]=/dev/null
       env[$p]="PYTHONMALLOC=malloc PYTHONHASHSEED=0"
-      desc[$p]="python3 -m test test_threading test_threading_local test_thread: CPython's threading tests (\`PYTHONMALLOC=malloc\`)";;
+      desc[$p]="python3 -m test test_threading test_threading_local test_thread: CPython's threading tests (\`PYTHONMALLOC=malloc\`; \`-w\`: a test that fails is run again, as some are timing-sensitive on a loaded machine)";;
     sqlite3)
       command -v sqlite3 >/dev/null || { echo "footprint.sh: no sqlite3 (apt-get install sqlite3)" >&2; exit 2; }
       sed "s/@N@/$(sc 1000000)/" "$here/real/footprint.sql" > "$tmp/footprint.sql"
@@ -103,10 +103,12 @@ run1() { # prog i [attempt]
       ${preload[$i]:+LD_PRELOAD=${preload[$i]}} ${conf[$i]:+NALLOC_CONF=${conf[$i]}} \
       ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err"); then
     echo "footprint.sh: $p under ${names[$i]} failed (attempt $a):" >&2
-    tail -20 "$tmp/out" "$tmp/err" >&2
+    tail -n 20 "$tmp/out" "$tmp/err" >&2
     if [ "$a" = 1 ]; then echo "$p ${names[$i]}" >> "$tmp/retries"; run1 "$p" "$i" 2; return; fi
     exit 1
   fi
+  grep -h '^[0-9]* tests\? failed\|^    test_' "$tmp/out" 2>/dev/null | grep -q . &&
+    grep -A3 'failed' "$tmp/out" | grep '^    test_' | sed "s/^ */$p ${names[$i]}: /" >> "$tmp/rerun" || true
   tail -1 "$tmp/time" | awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}'
 }
 
@@ -173,6 +175,9 @@ for i in "${!names[@]}"; do
   [ -n "${preload[$i]}" ] && echo "- ${names[$i]}: \`${preload[$i]}\`${conf[$i]:+ with \`NALLOC_CONF=${conf[$i]}\`}"
 done
 for n in "${notes[@]}"; do echo "- $n"; done
+if [ -s "$tmp/rerun" ]; then
+  echo "- CPython tests that failed and passed when run again (\`-w\`): $(sort "$tmp/rerun" | uniq -c | awk '{$1 = $1 "x"; print}' | paste -sd, -)"
+fi
 if [ -s "$tmp/retries" ]; then
   echo "- failed once and passed when run again: $(sort "$tmp/retries" | uniq -c | awk '{$1 = $1 "x"; print}' | paste -sd, -)"
 fi
