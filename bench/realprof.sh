@@ -34,6 +34,7 @@ nprof=$(dirname "$lib")/tools/nalloc-prof
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
 
 find_lib() { # the first of the names that the loader can find
   local d f
@@ -87,7 +88,7 @@ for p in "${progs[@]}"; do
       [ -x $py ] || { echo "realprof.sh: no $py (apt-get install python3)" >&2; exit 2; }
       $py -c 'import test.test_dict, test.test_json, test.test_re' 2>/dev/null ||
         { echo "realprof.sh: no CPython test suite (apt-get install libpython3.11-testsuite)" >&2; exit 2; }
-      cmd[$p]="$py -m test -q test_dict test_json test_re"; stdin[$p]=/dev/null; exe[$p]=$(readlink -f $py)
+      cmd[$p]="$py -m test -q -w test_dict test_json test_re"; stdin[$p]=/dev/null; exe[$p]=$(readlink -f $py)
       penv[$p]="PYTHONMALLOC=malloc PYTHONHASHSEED=0"
       desc[$p]="python3 -m test test_dict test_json test_re: CPython's regression tests (\`PYTHONMALLOC=malloc\`)";;
     sqlite3)
@@ -104,18 +105,42 @@ for p in "${progs[@]}"; do
   esac
 done
 
-# one run: prints "seconds cpu_seconds maxrss_kib". A run that fails is tried once
+# one run: prints "seconds cpu_seconds maxrss_kib", or "stopped REASON"
+# when it ran past LIMIT_S seconds (default 300) or its processes past
+# LIMIT_MB MiB resident (default 4096: exact profilers can keep a record per
+# live block, and the machine is shared). A run that fails is tried once
 # more (CPython's tests have timing-sensitive cases that can fail on a
 # loaded machine); a second failure stops the script.
+limit_s=${LIMIT_S:-300}
+limit_mb=${LIMIT_MB:-4096}
+tree_rss() { # KiB resident in the process tree under pid $1
+  ps -eo pid=,ppid=,rss= | awk -v root="$1" '
+    {pp[$1] = $2; rss[$1] = $3}
+    END {for (p in pp) {q = p; while (q > 1 && q != root) q = pp[q]; if (q == root) t += rss[p]}; print t + 0}'
+}
 run1() { # prog i [extra env] [attempt]
-  local p=$1 i=$2 x=${3:-} a=${4:-1}
+  local p=$1 i=$2 x=${3:-} a=${4:-1} pid rc=0 stop= t0=$SECONDS
   rm -rf "$tmp/p"; mkdir -p "$tmp/p"
-  if ! (cd "$tmp" && /usr/bin/time -o "$tmp/time" -f '%e %U %S %M' \
+  (cd "$tmp" && exec /usr/bin/time -o "$tmp/time" -f '%e %U %S %M' \
       env -u LD_PRELOAD -u MALLOC_CONF -u NALLOC_CONF ${penv[$p]} ${envs[$i]} $x \
       ${preload[$i]:+LD_PRELOAD=${preload[$i]}} \
-      ${prefix[$i]} ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err"); then
+      ${prefix[$i]} ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err") &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.5
+    if [ -z "$stop" ]; then
+      if [ $((SECONDS - t0)) -gt "$limit_s" ]; then stop="over ${limit_s} s"
+      elif [ "$(tree_rss "$pid")" -gt $((limit_mb * 1024)) ]; then stop="over ${limit_mb} MiB resident after $((SECONDS - t0)) s"
+      fi
+      # the command's processes (time's children), not time itself
+      [ -n "$stop" ] && pkill -KILL -P "$pid" 2>/dev/null || true
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ -n "$stop" ]; then echo "stopped $stop"; return; fi
+  if [ "$rc" != 0 ]; then
     echo "realprof.sh: $p under ${names[$i]} failed (attempt $a):" >&2
-    tail -20 "$tmp/err" >&2
+    tail -n 20 "$tmp/out" "$tmp/err" >&2
     if [ "$a" = 1 ]; then echo "$p ${names[$i]}" >> "$tmp/retries"; run1 "$p" "$i" "$x" 2; return; fi
     exit 1
   fi
@@ -124,13 +149,19 @@ run1() { # prog i [extra env] [attempt]
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-declare -A t_s t_c t_rss
+declare -A t_s t_c t_rss stopped
 na=${#names[@]}
 for ((r = 0; r < rounds; r++)); do
   for p in "${progs[@]}"; do
     for ((k = 0; k < na; k++)); do
       i=$(( (k + r) % na ))
+      [ -z "${stopped[$p,$i]:-}" ] || continue   # stopped once: not run again
       run1 "$p" "$i" > "$tmp/res"; read -r s c m < "$tmp/res"
+      if [ "$s" = stopped ]; then
+        stopped[$p,$i]="stopped: $c $m"
+        echo "round $((r + 1))/$rounds $p ${names[$i]}: ${stopped[$p,$i]}" >&2
+        continue
+      fi
       t_s[$p,$i]+="$s "; t_c[$p,$i]+="$c "; t_rss[$p,$i]+="$m "
       echo "round $((r + 1))/$rounds $p ${names[$i]}: $s s, cpu $c s, $m KiB" >&2
     done
@@ -148,6 +179,10 @@ for p in "${progs[@]}"; do
   n0=$(idx nalloc)
   ts0=$(med "${t_s[$p,$n0]}"); c0=$(med "${t_c[$p,$n0]}"); rs0=$(med "${t_rss[$p,$n0]}")
   for i in "${!names[@]}"; do
+    if [ -n "${stopped[$p,$i]:-}" ]; then
+      echo "| $p | ${names[$i]} | ${stopped[$p,$i]} | | | | | | | |"
+      continue
+    fi
     b=$(idx "${base[$i]}")
     ts=$(med "${t_s[$p,$i]}"); c=$(med "${t_c[$p,$i]}"); rs=$(med "${t_rss[$p,$i]}")
     cb=$(med "${t_c[$p,$b]}"); rb=$(med "${t_rss[$p,$b]}")
