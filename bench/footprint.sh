@@ -93,13 +93,16 @@ for p in "${progs[@]}"; do
   esac
 done
 
+# env --default-signal: a script started in the background (`&`) has SIGINT
+# ignored, and its children inherit that (CPython's test_threading checks
+# interrupt_main and fails then).
 # one run: prints "seconds cpu_seconds maxrss_kib". A run that fails is tried once
 # more (CPython's threading tests have timing-sensitive cases that can fail
 # on a loaded machine); a second failure stops the script.
 run1() { # prog i [attempt]
   local p=$1 i=$2 a=${3:-1}
   if ! (cd "$tmp" && /usr/bin/time -o "$tmp/time" -f '%e %U %S %M' \
-      env -u LD_PRELOAD -u MALLOC_CONF -u NALLOC_CONF ${env[$p]} \
+      env --default-signal=INT,QUIT -u LD_PRELOAD -u MALLOC_CONF -u NALLOC_CONF ${env[$p]} \
       ${preload[$i]:+LD_PRELOAD=${preload[$i]}} ${conf[$i]:+NALLOC_CONF=${conf[$i]}} \
       ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err"); then
     echo "footprint.sh: $p under ${names[$i]} failed (attempt $a):" >&2

@@ -105,6 +105,9 @@ for p in "${progs[@]}"; do
   esac
 done
 
+# env --default-signal: a script started in the background (`&`) has SIGINT
+# ignored, and its children inherit that (CPython's test_threading checks
+# interrupt_main and fails then).
 # one run: prints "seconds cpu_seconds maxrss_kib", or "stopped REASON"
 # when it ran past LIMIT_S seconds (default 300) or its processes past
 # LIMIT_MB MiB resident (default 4096: exact profilers can keep a record per
@@ -122,7 +125,7 @@ run1() { # prog i [extra env] [attempt]
   local p=$1 i=$2 x=${3:-} a=${4:-1} pid rc=0 stop= t0=$SECONDS
   rm -rf "$tmp/p"; mkdir -p "$tmp/p"
   (cd "$tmp" && exec /usr/bin/time -o "$tmp/time" -f '%e %U %S %M' \
-      env -u LD_PRELOAD -u MALLOC_CONF -u NALLOC_CONF ${penv[$p]} ${envs[$i]} $x \
+      env --default-signal=INT,QUIT -u LD_PRELOAD -u MALLOC_CONF -u NALLOC_CONF ${penv[$p]} ${envs[$i]} $x \
       ${preload[$i]:+LD_PRELOAD=${preload[$i]}} \
       ${prefix[$i]} ${cmd[$p]} < "${stdin[$p]}" > "$tmp/out" 2> "$tmp/err") &
   pid=$!
