@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/footprint.sh -- how much memory real programs keep under each
-# allocator (issue 12): python, sqlite3, ruby and perl run under LD_PRELOAD
+# allocator (issue 12): python, CPython's threading tests, sqlite3, ruby and
+# perl run under LD_PRELOAD
 # with glibc, nalloc and each peer installed (jemalloc, tcmalloc minimal,
 # mimalloc), on the same inputs (bench/real/footprint.*).
 #
