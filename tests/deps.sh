@@ -11,6 +11,7 @@ PKGS=(
   libmimalloc-dev                      # mimalloc peer
   golang-go                            # go tool pprof (profile reader tests)
   python3 sqlite3 xz-utils zstd        # real programs run under LD_PRELOAD
+  ruby libpython3.11-testsuite         # bench/footprint.sh, bench/realprof.sh: ruby, CPython's tests
   heaptrack gnuplot-nox time           # bench: profiler peers, charts, peak RSS
   chromium                             # flamegraph SVG opened in a real browser (tests)
   binutils gzip perl                   # nalloc-prof tests: strip, objcopy, grep -P
