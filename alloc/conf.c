@@ -28,6 +28,7 @@ unsigned opt_numa_nodes = 0;
 bool opt_tcache = true;
 size_t opt_tcache_max = SC_SMALL_MAX;
 ssize_t opt_dirty_decay_ms = 10000;
+ssize_t opt_muzzy_decay_ms = -1;
 bool opt_abort_conf = false;
 bool opt_stats_print = false;
 
@@ -45,8 +46,11 @@ static const conf_entry_t conf_alloc_entries[] = {
      "largest size kept in thread caches"},
     {"dirty_decay_ms", CONF_SSIZE, &opt_dirty_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
      "ms before freed pages are returned to the OS (-1: never, 0: at once)"},
+    {"muzzy_decay_ms", CONF_SSIZE, &opt_muzzy_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
+     "the last ms of dirty_decay_ms during which freed pages are MADV_FREE'd "
+     "(-1: half of it, 0: none)"},
     {"background_thread", CONF_BOOL, &opt_background_thread, 0, 0, NULL, 0,
-     "purge dirty pages on a timer in a thread of nalloc's own"},
+     "decay free pages on time in a thread of nalloc's own, started once there are some"},
     {"abort_conf", CONF_BOOL, &opt_abort_conf, 0, 0, NULL, 0,
      "abort on a bad NALLOC_CONF entry"},
     {"stats_print", CONF_BOOL, &opt_stats_print, 0, 0, NULL, 0,

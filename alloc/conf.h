@@ -37,6 +37,7 @@ extern unsigned opt_numa_nodes;       /* >0: pretend this many nodes */
 extern bool opt_tcache;
 extern size_t opt_tcache_max;
 extern ssize_t opt_dirty_decay_ms;
+extern ssize_t opt_muzzy_decay_ms;
 extern bool opt_abort_conf;
 extern bool opt_stats_print;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "background.h"
 #include "conf.h"
 #include "node.h"
 #include "size_class.h"
@@ -61,6 +62,7 @@ CTL_FN(ctl_epoch) {
     int r = ctl_in(newp, newlen, &e, sizeof e);
     if (r) return r;
     stats_refresh();
+    background_poll();
   } else {
     stats_ensure();
   }
@@ -86,11 +88,26 @@ CTL_STAT(ctl_resident, size_t, stats_snapshot.resident, 1)
 CTL_STAT(ctl_mapped, size_t, stats_snapshot.mapped, 1)
 CTL_STAT(ctl_metadata, size_t, stats_snapshot.metadata, 1)
 CTL_STAT(ctl_dirty, size_t, stats_snapshot.dirty, 1)
+CTL_STAT(ctl_muzzy, size_t, stats_snapshot.muzzy, 1)
+CTL_STAT(ctl_npurged, uint64_t, stats_snapshot.npurged, 1)
+CTL_STAT(ctl_nmuzzied, uint64_t, stats_snapshot.nmuzzied, 1)
+CTL_STAT(ctl_npurge_calls, uint64_t, stats_snapshot.npurge_calls, 1)
+CTL_STAT(ctl_bg_nthreads, size_t, background_nthreads(), 1)
+CTL_STAT(ctl_bg_nruns, uint64_t, background_nruns(), 1)
 CTL_STAT(ctl_nmalloc, uint64_t, stats_snapshot.nmalloc, 1)
 CTL_STAT(ctl_ndalloc, uint64_t, stats_snapshot.ndalloc, 1)
 CTL_STAT(ctl_a_allocated, size_t, stats_snapshot.arena[idx[0]].allocated, ARENA_OK)
 CTL_STAT(ctl_a_active, size_t, stats_snapshot.arena[idx[0]].active, ARENA_OK)
 CTL_STAT(ctl_a_dirty, size_t, stats_snapshot.arena[idx[0]].dirty, ARENA_OK)
+CTL_STAT(ctl_a_muzzy, size_t, stats_snapshot.arena[idx[0]].muzzy, ARENA_OK)
+CTL_STAT(ctl_a_resident, size_t,
+         stats_snapshot.arena[idx[0]].active + stats_snapshot.arena[idx[0]].dirty +
+             stats_snapshot.arena[idx[0]].muzzy,
+         ARENA_OK)
+CTL_STAT(ctl_a_pdirty, size_t, stats_snapshot.arena[idx[0]].dirty / PAGE, ARENA_OK)
+CTL_STAT(ctl_a_pmuzzy, size_t, stats_snapshot.arena[idx[0]].muzzy / PAGE, ARENA_OK)
+CTL_STAT(ctl_a_nmuzzied, uint64_t, stats_snapshot.arena[idx[0]].nmuzzied, ARENA_OK)
+CTL_STAT(ctl_a_npurge_calls, uint64_t, stats_snapshot.arena[idx[0]].npurge_calls, ARENA_OK)
 CTL_STAT(ctl_a_mapped, size_t, stats_snapshot.arena[idx[0]].mapped, ARENA_OK)
 CTL_STAT(ctl_a_nthreads, unsigned, stats_snapshot.arena[idx[0]].nthreads, ARENA_OK)
 CTL_STAT(ctl_a_nmalloc, uint64_t, stats_snapshot.arena[idx[0]].nmalloc, ARENA_OK)
@@ -161,11 +178,23 @@ static const ctl_entry_t ctl_alloc_entries[] = {
     {"stats.mapped", ctl_mapped},
     {"stats.metadata", ctl_metadata},
     {"stats.dirty", ctl_dirty},
+    {"stats.muzzy", ctl_muzzy},
+    {"stats.npurged", ctl_npurged},
+    {"stats.nmuzzied", ctl_nmuzzied},
+    {"stats.npurge_calls", ctl_npurge_calls},
+    {"stats.background_thread.num_threads", ctl_bg_nthreads},
+    {"stats.background_thread.num_runs", ctl_bg_nruns},
     {"stats.nmalloc", ctl_nmalloc},
     {"stats.ndalloc", ctl_ndalloc},
     {"stats.arenas.#.allocated", ctl_a_allocated},
     {"stats.arenas.#.active", ctl_a_active},
     {"stats.arenas.#.dirty", ctl_a_dirty},
+    {"stats.arenas.#.muzzy", ctl_a_muzzy},
+    {"stats.arenas.#.resident", ctl_a_resident},
+    {"stats.arenas.#.pdirty", ctl_a_pdirty},
+    {"stats.arenas.#.pmuzzy", ctl_a_pmuzzy},
+    {"stats.arenas.#.nmuzzied", ctl_a_nmuzzied},
+    {"stats.arenas.#.npurge_calls", ctl_a_npurge_calls},
     {"stats.arenas.#.mapped", ctl_a_mapped},
     {"stats.arenas.#.nthreads", ctl_a_nthreads},
     {"stats.arenas.#.nmalloc", ctl_a_nmalloc},

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "background.h"
 #include "lock.h"
 #include "os.h"
 #include "page_heap.h"
@@ -45,6 +46,7 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool zero) {
     a->nmalloc_large++;
   }
   nlock_unlock(&a->heap_lock);
+  background_poll();
   if (s == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -68,6 +70,7 @@ void large_free(span_t *s) {
   pheap_rec_delete(a, s);
   pheap_free(a, &pg);
   nlock_unlock(&a->heap_lock);
+  background_poll(); /* the page heap may have asked for the decay thread */
 }
 
 /* Entries move with the block's end: the old ends are cleared before the
@@ -99,6 +102,7 @@ bool large_resize(span_t *s, size_t size) {
     s->usize = np * PAGE;
   }
   nlock_unlock(&a->heap_lock);
+  background_poll();
   return ok;
 }
 
