@@ -14,8 +14,8 @@
  * or holds that much free memory, so a short or small process (/bin/true,
  * cat) never starts it, and it is started from a call into nalloc that
  * holds no lock (background_poll), since pthread_create allocates. The thread never
- * allocates and blocks every signal. A fork child starts its own the same
- * way, if it comes to need one. */
+ * allocates and blocks every signal. A fork child has none (decay runs
+ * there when it calls nalloc). */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <linux/futex.h>
@@ -146,10 +146,11 @@ uint64_t background_nruns(void) {
   return atomic_load_explicit(&bg_runs, memory_order_relaxed);
 }
 
-/* Only the forking thread lives on: no decay thread in the child until
- * the child has pages to decay of its own. */
+/* Only the forking thread lives on, and a child of a threaded process may
+ * call only async-signal-safe functions until it execs: pthread_create is
+ * not one (ThreadSanitizer refuses it outright). So the child never starts
+ * a decay thread: its decay runs when it calls nalloc. */
 void background_postfork_child(void) {
-  int st = atomic_load_explicit(&bg_state, memory_order_relaxed);
-  if (st != BG_OFF) atomic_store_explicit(&bg_state, BG_ARMED, memory_order_relaxed);
+  atomic_store_explicit(&bg_state, BG_OFF, memory_order_relaxed);
   atomic_store_explicit(&bg_idle, 0, memory_order_relaxed);
 }

@@ -21,8 +21,9 @@
  *            falls).
  *   fork     8 threads allocate and free large and small blocks while the
  *            main thread forks 4 children that do the same and wait for
- *            their decay (a thread of their own, started lazily); then the
- *            parent's free memory decays to 0 too.
+ *            their decay (driven by their calls: a child starts no decay
+ *            thread, and has none); then the parent's free memory decays
+ *            to 0 too.
  *
  * Bounds are generous (a loaded machine only waits longer: every wait
  * polls for up to 20 s); the RSS bounds are checked in the normal build
@@ -252,6 +253,7 @@ static void mode_fork(void) {
       churn(&r, 2000);
       fill();
       release();
+      CHECKF(bg_threads() == 0, "a fork child started a decay thread");
       wait_decayed("fork child");
       _exit(0);
     }
