@@ -16,10 +16,10 @@
  * holds no lock (background_poll), since pthread_create allocates. The thread never
  * allocates and blocks every signal. A fork child has none (decay runs
  * there when it calls nalloc). */
-#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +64,7 @@ static uint64_t bg_decay_all(void) {
 
 static void *background_main(void *arg) {
   (void)arg;
+  prctl(PR_SET_NAME, "nalloc-decay"); /* one call (naming it from outside opens /proc) */
   for (;;) {
     uint64_t next = bg_decay_all();
     if (next == UINT64_MAX) {
@@ -133,7 +134,6 @@ void background_poll(void) {
                "decaying on allocation only", err);
     return;
   }
-  pthread_setname_np(t, "nalloc-decay");
   pthread_detach(t);
   atomic_store(&bg_state, BG_RUNNING);
 }
