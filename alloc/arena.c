@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "background.h"
 #include "base.h"
 #include "heap.h"
 #include "lock.h"
@@ -31,7 +32,7 @@ static arena_t *arena_create(unsigned i) {
   nlock_init(&a->abandon_lock, LOCK_ARENA_ABANDON);
   nlock_init(&a->shared_lock, LOCK_ARENA_SHARED);
   nlock_init(&a->reap_lock, 0); /* only ever tried, never waited for */
-  a->last_decay_ns = nalloc_now_ns();
+  a->decay_next_ns = UINT64_MAX; /* nothing to decay */
   for (unsigned c = 0; c < SC_NSMALL; c++) sh->cur[c] = &span_none;
   sh->arena = a;
   sh->lock = &a->shared_lock;
@@ -151,6 +152,20 @@ size_t arena_purge(arena_t *a, bool all) {
   return n;
 }
 
+uint64_t arena_decay(arena_t *a) {
+  if (a->broken) return UINT64_MAX;
+  arena_purge(a, false);
+  return arena_decay_next(a);
+}
+
+uint64_t arena_decay_next(arena_t *a) {
+  if (a->broken) return UINT64_MAX;
+  nlock_lock(&a->heap_lock);
+  uint64_t next = pheap_decay_next(a);
+  nlock_unlock(&a->heap_lock);
+  return next;
+}
+
 /* Live slots of a small span: used counts remote frees not yet collected.
  * Reads another thread's counters as they are (statistics are a snapshot
  * of a moving heap): a racy read, on purpose, of plain fields. */
@@ -184,8 +199,11 @@ void arena_stats(arena_t *a, arena_stats_t *st) {
   st->allocated += a->large_allocated;
   st->active = a->npages_active * PAGE;
   st->dirty = a->npages_dirty * PAGE;
+  st->muzzy = a->npages_muzzy * PAGE;
   st->mapped = a->mapped;
   st->npurged = a->npurged;
+  st->nmuzzied = a->nmuzzied;
+  st->npurge_calls = a->npurge_calls;
   nlock_unlock(&a->heap_lock);
   st->nthreads = atomic_load_explicit(&a->nthreads, memory_order_relaxed);
 }
@@ -248,4 +266,5 @@ void arena_postfork_child(void) {
     nlock_init(&a->reap_lock, 0);
     atomic_store_explicit(&a->nthreads, 0, memory_order_relaxed);
   }
+  background_postfork_child();
 }

@@ -36,10 +36,17 @@ void *arena_shared_alloc(arena_t *a, unsigned cls);
  * decay; abandoned spans that emptied are given back first. Returns pages
  * purged. */
 size_t arena_purge(arena_t *a, bool all);
+/* Decay as time has it (arena_purge(a, false)); returns when the next
+ * stage change is due (nalloc_now_ns time; UINT64_MAX: nothing to decay). */
+uint64_t arena_decay(arena_t *a);
+uint64_t arena_decay_next(arena_t *a);
 
 typedef struct arena_stats_s {
-  size_t allocated, active, dirty, mapped;
-  uint64_t nmalloc, ndalloc, npurged;
+  size_t allocated, active, dirty, muzzy, mapped;
+  uint64_t nmalloc, ndalloc;
+  uint64_t npurged;      /* pages returned for good (MADV_DONTNEED, unmap) */
+  uint64_t nmuzzied;     /* pages made muzzy (MADV_FREE) */
+  uint64_t npurge_calls; /* madvise and munmap calls for either */
   unsigned nthreads;
 } arena_stats_t;
 void arena_stats(arena_t *a, arena_stats_t *out);

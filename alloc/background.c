@@ -1,64 +1,163 @@
-/* background.c -- the optional background purge thread
- * (background_thread:true).
+/* background.c -- the background decay thread (background_thread, on by
+ * default).
  *
- * Decay purges dirty pages when an arena is next used, which leaves a
- * process that freed most of its heap and then went quiet holding it. This
- * thread runs the same decay on a timer, so resident memory follows the
- * live heap within about dirty_decay_ms even when nothing allocates. It is
- * opt-in, as jemalloc's is: a library that starts threads behind a
- * program's back surprises some programs (seccomp, fork without exec). The
- * thread never allocates and blocks every signal. It is not restarted in
- * the child of fork(). */
-#define _GNU_SOURCE /* pthread_setname_np */
+ * Decay (page_heap.c) moves free pages through dirty, muzzy and clean as
+ * their time comes, but only when something calls into the page heap: a
+ * process that freed most of its heap and then went quiet would keep it.
+ * This thread runs the same decay at the times it is due, so resident
+ * memory follows the live heap within dirty_decay_ms whatever the program
+ * does. It sleeps until the next stage change is due, and while no arena
+ * has free pages to decay it waits on a futex that the next free wakes:
+ * it costs nothing while there is nothing to do.
+ *
+ * It starts lazily: only once an arena has mapped BACKGROUND_START_BYTES
+ * or holds that much free memory, so a short or small process (/bin/true,
+ * cat) never starts it, and it is started from a call into nalloc that
+ * holds no lock (background_poll), since pthread_create allocates. The thread never
+ * allocates and blocks every signal. A fork child has none (decay runs
+ * there when it calls nalloc). */
+#include <errno.h>
+#include <linux/futex.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "background.h"
 #include "log.h"
 #include "page_heap.h"
+#include "os.h"
 #include "tsd.h"
 
-bool opt_background_thread = false;
+bool opt_background_thread = true;
+
+/* The thread is worth its start-up (~30 us) and its stack once an arena
+ * has mapped this much (past the first chunk or two a trivial process
+ * maps), or holds this much free memory to decay. It is asked for then and
+ * started at the next entry point that can (background_poll): mostly the
+ * allocation that mapped the memory, before anything of it was freed. */
+#define BACKGROUND_START_BYTES ((size_t)8 << 20)
+
+enum { BG_OFF, BG_ARMED, BG_WANTED, BG_STARTING, BG_RUNNING };
+static _Atomic int bg_state = BG_OFF;
+/* Futex word: 1 while the thread waits for free pages to exist. */
+static _Atomic uint32_t bg_idle;
+static _Atomic uint64_t bg_runs; /* wake-ups that walked the arenas */
+
+static void bg_futex(_Atomic uint32_t *w, int op, uint32_t val) {
+  syscall(SYS_futex, (uint32_t *)w, op, val, NULL, NULL, 0);
+}
+
+/* Decays every arena; when the next stage change is due (UINT64_MAX:
+ * nothing left to decay). */
+static uint64_t bg_decay_all(void) {
+  uint64_t next = UINT64_MAX;
+  FOR_EACH_ARENA(a) {
+    uint64_t n = arena_decay(a);
+    if (n < next) next = n;
+  }
+  atomic_fetch_add_explicit(&bg_runs, 1, memory_order_relaxed);
+  return next;
+}
 
 static const conf_entry_t background_conf_rows[] = {
     {"background_thread", CONF_BOOL, &opt_background_thread, 0, 0, NULL, 0,
-     "purge dirty pages on a timer in a thread of nalloc's own"},
+     "decay free pages on time in a thread of nalloc's own, started once there are some"},
 };
 const conf_table_t background_conf_table = {background_conf_rows,
                                             ARRAY_LEN(background_conf_rows)};
 
 static void *background_main(void *arg) {
   (void)arg;
-  /* decay / 8, as the allocation-driven check does, within [10 ms, 1 s] */
-  uint64_t ms = (uint64_t)opt_dirty_decay_ms / 8;
-  ms = ms < 10 ? 10 : ms > 1000 ? 1000 : ms;
-  struct timespec period = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  prctl(PR_SET_NAME, "nalloc-decay"); /* one call (naming it from outside opens /proc) */
   for (;;) {
-    nanosleep(&period, NULL);
-    FOR_EACH_ARENA(a) arena_purge(a, false);
+    uint64_t next = bg_decay_all();
+    if (next == UINT64_MAX) {
+      /* Idle until a free makes pages to decay. The flag is set before the
+       * arenas are looked at again, and a free sets its arena's next time
+       * before it reads the flag (both sequentially consistent): either
+       * this look sees the free or the free sees the flag and wakes us. */
+      atomic_store(&bg_idle, 1);
+      bool any = false;
+      FOR_EACH_ARENA(a) any |= arena_decay_next(a) != UINT64_MAX;
+      if (!any) bg_futex(&bg_idle, FUTEX_WAIT_PRIVATE, 1);
+      atomic_store(&bg_idle, 0);
+      continue;
+    }
+    uint64_t now = nalloc_now_ns(), min = now + 1000000u; /* never spin */
+    if (next < min) next = min;
+    struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
   }
   return NULL;
 }
 
 void background_start(void) {
   if (!opt_background_thread || opt_dirty_decay_ms <= 0) return; /* 0: at once; -1: never */
+  atomic_store_explicit(&bg_state, BG_ARMED, memory_order_relaxed);
+}
+
+void background_note_dirty(size_t npages) {
+  int st = atomic_load_explicit(&bg_state, memory_order_relaxed);
+  if (st == BG_RUNNING) {
+    if (atomic_load(&bg_idle) == 1 && atomic_exchange(&bg_idle, 0) == 1)
+      bg_futex(&bg_idle, FUTEX_WAKE_PRIVATE, 1);
+  } else if (st == BG_ARMED && npages * PAGE >= BACKGROUND_START_BYTES) {
+    atomic_compare_exchange_strong(&bg_state, &st, BG_WANTED);
+  }
+}
+
+void background_note_mapped(size_t bytes) {
+  int st = atomic_load_explicit(&bg_state, memory_order_relaxed);
+  if (st == BG_ARMED && bytes >= BACKGROUND_START_BYTES)
+    atomic_compare_exchange_strong(&bg_state, &st, BG_WANTED);
+}
+
+void background_poll(void) {
+  int st = atomic_load_explicit(&bg_state, memory_order_relaxed);
+  if (likely(st != BG_WANTED)) return;
+  tsd_t *tsd = tsd_get();
+  /* pthread_create allocates: not while this thread holds a lock or is
+   * inside its heap's slow path (a free from a signal handler), nor while
+   * the thread is being torn down; a later call starts it. */
+  if (tsd->nlocks != 0 || tsd->state != TSD_NOMINAL || tsd->heap->busy) return;
+  if (!atomic_compare_exchange_strong(&bg_state, &st, BG_STARTING)) return;
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
   pthread_t t;
   /* glibc allocates the new thread's TLS here, in this thread: nalloc's
    * memory, not the program's, so the profiler must not sample it. */
-  tsd_t *tsd = tsd_get();
   tsd->reentrant++;
   int err = pthread_create(&t, NULL, background_main, NULL);
   tsd->reentrant--;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (err != 0) {
-    nalloc_log("background_thread: cannot start the purge thread (errno %d); "
-               "purging on allocation only", err);
+    atomic_store(&bg_state, BG_OFF);
+    nalloc_log("background_thread: cannot start the decay thread (errno %d); "
+               "decaying on allocation only", err);
     return;
   }
-  pthread_setname_np(t, "nalloc-purge");
   pthread_detach(t);
+  atomic_store(&bg_state, BG_RUNNING);
+}
+
+unsigned background_nthreads(void) {
+  return atomic_load_explicit(&bg_state, memory_order_relaxed) == BG_RUNNING;
+}
+
+uint64_t background_nruns(void) {
+  return atomic_load_explicit(&bg_runs, memory_order_relaxed);
+}
+
+/* Only the forking thread lives on, and a child of a threaded process may
+ * call only async-signal-safe functions until it execs: pthread_create is
+ * not one (ThreadSanitizer refuses it outright). So the child never starts
+ * a decay thread: its decay runs when it calls nalloc. */
+void background_postfork_child(void) {
+  atomic_store_explicit(&bg_state, BG_OFF, memory_order_relaxed);
+  atomic_store_explicit(&bg_idle, 0, memory_order_relaxed);
 }

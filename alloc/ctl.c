@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "background.h"
 #include "conf.h"
 #include "node.h"
 #include "size_class.h"

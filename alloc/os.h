@@ -14,5 +14,8 @@ bool os_move(void *p, size_t old, size_t size, void *dest);
 void os_purge(void *p, size_t size);    /* MADV_DONTNEED: pages read back as 0 */
 void os_populate(void *p, size_t size); /* fault fresh pages in, in one call */
 uint64_t nalloc_now_ns(void);           /* CLOCK_MONOTONIC */
+/* MADV_FREE: resident until the kernel needs the memory, no fault when
+ * written again; false if the kernel cannot. */
+bool os_purge_lazy(void *p, size_t size);
 
 #endif

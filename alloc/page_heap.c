@@ -1,10 +1,23 @@
 /* page_heap.c -- free page runs of an arena: best-fit-by-bin search,
- * carving, coalescing inside one OS mapping, and decay-based purging.
- * The arena's heap_lock is held throughout (page_heap.h). */
+ * carving, coalescing inside one OS mapping, and staged decay.
+ * The arena's heap_lock is held throughout (page_heap.h).
+ *
+ * A free run is in one of three stages (jemalloc's terms):
+ *   dirty  freed, resident, reused as it is;
+ *   muzzy  given back with MADV_FREE: still resident and reused without a
+ *          fault unless the kernel reclaimed it meanwhile (it may, under
+ *          memory pressure, without writing it anywhere);
+ *   clean  given back with MADV_DONTNEED (or unmapped): out of the RSS,
+ *          faults again (~11 us a page here) when reused.
+ * A run freed at t is dirty until t + dirty_decay_ms - muzzy_decay_ms,
+ * muzzy until t + dirty_decay_ms, clean after: whatever the stages, freed
+ * memory leaves the resident set within dirty_decay_ms. A run also goes
+ * muzzy early when free pages outnumber live ones (decay_by_amount). */
 #include "page_heap.h"
 
 #include <string.h>
 
+#include "background.h"
 #include "base.h"
 #include "conf.h"
 #include "node.h"
@@ -12,10 +25,14 @@
 #include "pagemap.h"
 
 ssize_t opt_dirty_decay_ms = 10000;
+ssize_t opt_muzzy_decay_ms = -1;
 
 static const conf_entry_t page_heap_conf_rows[] = {
     {"dirty_decay_ms", CONF_SSIZE, &opt_dirty_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
      "ms before freed pages are returned to the OS (-1: never, 0: at once)"},
+    {"muzzy_decay_ms", CONF_SSIZE, &opt_muzzy_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
+     "the last ms of dirty_decay_ms during which freed pages are MADV_FREE'd "
+     "(-1: half of it, 0: none)"},
 };
 const conf_table_t page_heap_conf_table = {page_heap_conf_rows, ARRAY_LEN(page_heap_conf_rows)};
 
@@ -104,12 +121,36 @@ static span_t *run_find(arena_t *a, size_t np) {
   return NULL;
 }
 
+/* Adds (or takes away) a free run's resident pages to its arena's total
+ * of its stage: dirty or muzzy (clean pages are not counted). */
+static void run_account(arena_t *a, const span_t *r, bool add) {
+  if (!r->dirty) return;
+  size_t *n = r->muzzy ? &a->npages_muzzy : &a->npages_dirty;
+  nalloc_assert(r->nres <= r->npages && (add || *n >= r->nres));
+  *n = add ? *n + r->nres : *n - r->nres;
+}
+
 static void run_purge(arena_t *a, span_t *r) {
   os_purge((void *)r->start, r->npages * PAGE);
-  a->npages_dirty -= r->npages;
-  a->npurged += r->npages;
+  run_account(a, r, false);
+  a->npurged += r->nres;
+  r->nres = 0;
+  a->npurge_calls++;
   r->dirty = 0;
+  r->muzzy = 0;
   r->zeroed = 1;
+}
+
+/* Dirty to muzzy: the pages stay where they are for a reuse that costs no
+ * fault, but the kernel may take them. */
+static void run_muzzy(arena_t *a, span_t *r) {
+  nalloc_assert(r->dirty && !r->muzzy);
+  if (!os_purge_lazy((void *)r->start, r->npages * PAGE)) return;
+  run_account(a, r, false);
+  r->muzzy = 1;
+  run_account(a, r, true);
+  a->nmuzzied += r->nres;
+  a->npurge_calls++;
 }
 
 static bool run_whole_mapping(const span_t *r) {
@@ -125,9 +166,10 @@ static void run_unmap(arena_t *a, span_t *r) {
   run_remove(a, r);
   pagemap_set_ends((void *)r->start, r->npages, NULL);
   if (r->dirty) {
-    a->npages_dirty -= r->npages;
-    a->npurged += r->npages;
+    run_account(a, r, false);
+    a->npurged += r->nres;
   }
+  a->npurge_calls++;
   a->mapped -= size;
   os_unmap((void *)r->start, size);
   pheap_rec_delete(a, r);
@@ -167,8 +209,8 @@ static size_t heap_grow_size(size_t np) {
   return np * PAGE > HEAP_CHUNK ? ALIGN_UP(np * PAGE, (size_t)2 << 20) : HEAP_CHUNK;
 }
 
-/* The largest dirty free run shorter than np pages that is a whole mapping
- * of its own, or NULL. */
+/* The largest dirty (or muzzy) free run shorter than np pages that is a
+ * whole mapping of its own, or NULL. */
 static span_t *heap_remap_candidate(arena_t *a, size_t np) {
   unsigned lo = run_bin(HEAP_CHUNK / PAGE), b = run_bin(np);
   for (span_t *best = NULL;; b--) {
@@ -197,9 +239,11 @@ static bool heap_grow_remap(arena_t *a, size_t np) {
   run_remove(a, r);
   pagemap_set_ends((void *)r->start, r->npages, NULL);
   a->mapped += size - old;
-  a->npages_dirty += (size - old) / PAGE; /* one run: dirty as a whole */
+  run_account(a, r, false);
   rec_set_mapping(r, p, size);
   r->zeroed = 0;
+  r->muzzy = 0; /* one run: dirty as a whole */
+  run_account(a, r, true);
   run_insert(a, r);
   return true;
 }
@@ -225,7 +269,7 @@ bool pheap_move_grow(arena_t *a, span_t *s, size_t np) {
   if (tail != NULL) { /* its pages are the block's now */
     run_remove(a, tail);
     pagemap_set_ends((void *)tail->start, tail->npages, NULL);
-    if (tail->dirty) a->npages_dirty -= tail->npages;
+    run_account(a, tail, false); /* resident or not, the block's now */
     a->npages_active += tail->npages;
     pheap_rec_delete(a, tail);
   }
@@ -247,6 +291,7 @@ static bool heap_grow(arena_t *a, size_t np) {
   }
   node_bind_range(p, size, a->node);
   a->mapped += size;
+  background_note_mapped(a->mapped);
   rec_set_mapping(r, (uintptr_t)p, size);
   r->zeroed = 1;
   run_insert(a, r);
@@ -254,13 +299,14 @@ static bool heap_grow(arena_t *a, size_t np) {
 }
 
 /* A free run of the same mapping as `like`, for what is left around a
- * carve. */
-static bool run_rest(arena_t *a, const span_t *like, uintptr_t start, size_t np) {
+ * carve, with nres of its pages counted as resident. */
+static bool run_rest(arena_t *a, const span_t *like, uintptr_t start, size_t np,
+                     size_t nres) {
   if (np == 0) return true;
   span_t *r = pheap_rec_new(a);
   if (r == NULL) return false;
-  *r = (span_t){.start = start, .npages = np, .dirty = like->dirty,
-                .zeroed = like->zeroed, .arena = like->arena,
+  *r = (span_t){.start = start, .npages = np, .nres = nres, .dirty = like->dirty,
+                .zeroed = like->zeroed, .muzzy = like->muzzy, .arena = like->arena,
                 .dirty_since = like->dirty_since, .chunk_lo = like->chunk_lo,
                 .chunk_hi = like->chunk_hi};
   run_insert(a, r);
@@ -274,13 +320,18 @@ static bool run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np,
   nalloc_assert(r->kind == SPAN_FREE && start >= r->start &&
                 start + np * PAGE <= r->start + r->npages * PAGE);
   size_t lead = (start - r->start) / PAGE, trail = r->npages - lead - np;
+  /* Which pages of a partly resident run are resident is not known: the
+   * carved pages are counted first (warm pages are what reuse is for),
+   * the rest as far as it goes. The totals stay exact sums. */
+  size_t res = r->dirty ? r->nres : 0, take = res < np ? res : np;
+  size_t lead_res = res - take < lead ? res - take : lead;
   run_remove(a, r);
-  if (!run_rest(a, r, r->start, lead) ||
-      !run_rest(a, r, start + np * PAGE, trail)) {
+  if (!run_rest(a, r, r->start, lead, lead_res) ||
+      !run_rest(a, r, start + np * PAGE, trail, res - take - lead_res)) {
     run_insert(a, r); /* out of metadata: leave it as it was */
     return false;
   }
-  if (r->dirty) a->npages_dirty -= np;
+  if (r->dirty) *(r->muzzy ? &a->npages_muzzy : &a->npages_dirty) -= take;
   a->npages_active += np;
   *out = (pages_t){start, np, r->chunk_lo, r->chunk_hi, r->zeroed && !r->dirty};
   /* Pages handed out have no page-map entry (r's ends may have been among
@@ -290,8 +341,12 @@ static bool run_carve(arena_t *a, span_t *r, uintptr_t start, size_t np,
   return true;
 }
 
+static void heap_decay(arena_t *a, uint64_t now, bool all);
+
 bool pheap_alloc(arena_t *a, size_t np, size_t align, pages_t *out) {
   size_t extra = align > PAGE ? align / PAGE - 1 : 0;
+  /* allocation drives decay too, for programs that free little later */
+  if (a->decay_next_ns != UINT64_MAX) heap_decay(a, nalloc_now_ns(), false);
   if (np + extra < np) return false;
   span_t *r = run_find(a, np + extra);
   if (r == NULL) {
@@ -312,17 +367,59 @@ bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner) {
   return run_carve(a, r, at, np, &got);
 }
 
+/* Decay times in ns. A run's stage changes somewhere in [deadline - gap,
+ * deadline]: the page heap is walked at most once per gap (a walk visits
+ * every free run), and a change due within the gap is made at the walk
+ * before, so that no page stays resident past dirty_decay_ms. */
+typedef struct decay_times_s {
+  uint64_t gap;   /* dirty_decay_ms / 16 */
+  uint64_t muzzy; /* age at which a dirty run goes muzzy (UINT64_MAX: never) */
+  uint64_t clean; /* age at which a run goes clean */
+} decay_times_t;
+
+static decay_times_t decay_times(void) {
+  uint64_t d = (uint64_t)opt_dirty_decay_ms * 1000000u;
+  ssize_t mms = opt_muzzy_decay_ms < 0 ? opt_dirty_decay_ms / 2 : opt_muzzy_decay_ms;
+  uint64_t m = (uint64_t)(mms < opt_dirty_decay_ms ? mms : opt_dirty_decay_ms) * 1000000u;
+  decay_times_t t = {d / 16, UINT64_MAX, d - d / 16};
+  if (m > 0) t.muzzy = d - m > t.gap ? d - m - t.gap : 0;
+  return t;
+}
+
+/* Free pages outnumbering live ones by this much (and this many pages at
+ * least) send dirty runs that have not been reused for a quarter of
+ * dirty_decay_ms to muzzy before their time: the kernel may then take them
+ * under memory pressure, while a reuse still costs no fault. */
+#define DECAY_AMOUNT_MIN_PAGES ((size_t)(4u << 20) / PAGE)
+
+static bool decay_by_amount(const arena_t *a) {
+  return a->npages_dirty >= DECAY_AMOUNT_MIN_PAGES && a->npages_dirty > a->npages_active;
+}
+
+/* Moves runs on to their next stage when it is due (every run, at once,
+ * with all); sets a->decay_next_ns to when the next walk is worth making. */
 static void heap_decay(arena_t *a, uint64_t now, bool all) {
-  uint64_t decay = (uint64_t)opt_dirty_decay_ms * 1000000u;
-  if (!all && opt_dirty_decay_ms < 0) return;
-  if (!all && now - a->last_decay_ns < decay / 8 + 1000000u) return;
-  a->last_decay_ns = now;
+  if (!all && (opt_dirty_decay_ms < 0 || now < a->decay_next_ns)) return;
+  decay_times_t t = decay_times();
+  uint64_t next = UINT64_MAX, early = (t.gap + t.clean) / 4;
+  bool amount = !all && t.muzzy != UINT64_MAX && decay_by_amount(a);
   for (unsigned b = 0; b < HEAP_NBINS; b++)
-    for (span_t *r = a->runs[b], *next; r; r = next) {
-      next = r->next; /* run_release may recycle r */
-      if (r->dirty && (all || now - r->dirty_since >= decay)) run_release(a, r);
-      else if (all && run_whole_mapping(r)) run_unmap(a, r);
+    for (span_t *r = a->runs[b], *nx; r; r = nx) {
+      nx = r->next; /* run_release may recycle r */
+      if (!r->dirty) {
+        if (all && run_whole_mapping(r)) run_unmap(a, r);
+        continue;
+      }
+      uint64_t age = now - r->dirty_since;
+      if (all || age >= t.clean) {
+        run_release(a, r);
+        continue;
+      }
+      if (!r->muzzy && (age >= t.muzzy || (amount && age >= early))) run_muzzy(a, r);
+      uint64_t due = r->dirty_since + (r->muzzy ? t.clean : t.muzzy < t.clean ? t.muzzy : t.clean);
+      if (due < next) next = due;
     }
+  a->decay_next_ns = next == UINT64_MAX ? UINT64_MAX : next > now + t.gap ? next : now + t.gap;
 }
 
 /* Merges free run s with the free run that ends where it starts and the
@@ -335,7 +432,11 @@ static void run_coalesce(arena_t *a, span_t *s) {
     run_remove(a, l);
     pagemap_set((void *)(s->start - PAGE), NULL); /* the junction is interior */
     pagemap_set((void *)s->start, NULL);
-    if (!l->dirty) a->npages_dirty += l->npages;
+    run_account(a, l, false); /* its resident pages join s's stage: dirty */
+    if (l->dirty) {
+      a->npages_dirty += l->nres;
+      s->nres += l->nres;
+    }
     s->start = l->start;
     s->npages += l->npages;
     pheap_rec_delete(a, l);
@@ -346,7 +447,11 @@ static void run_coalesce(arena_t *a, span_t *s) {
     run_remove(a, r);
     pagemap_set((void *)(end - PAGE), NULL);
     pagemap_set((void *)end, NULL);
-    if (!r->dirty) a->npages_dirty += r->npages;
+    run_account(a, r, false);
+    if (r->dirty) {
+      a->npages_dirty += r->nres;
+      s->nres += r->nres;
+    }
     s->npages += r->npages;
     pheap_rec_delete(a, r);
   }
@@ -359,7 +464,7 @@ void pheap_free(arena_t *a, const pages_t *pg) {
   a->npages_dirty += pg->npages;
   if (s == NULL) return; /* out of metadata: the pages stay unusable */
   s->start = pg->start;
-  s->npages = pg->npages;
+  s->npages = s->nres = pg->npages;
   s->chunk_lo = pg->chunk_lo;
   s->chunk_hi = pg->chunk_hi;
   s->kind = SPAN_FREE;
@@ -367,10 +472,17 @@ void pheap_free(arena_t *a, const pages_t *pg) {
   s->dirty_since = now;
   run_coalesce(a, s);
   run_insert(a, s);
-  if (opt_dirty_decay_ms == 0 || (run_whole_mapping(s) && s->npages * PAGE >= HEAP_UNMAP_MIN))
+  if (opt_dirty_decay_ms == 0 || (run_whole_mapping(s) && s->npages * PAGE >= HEAP_UNMAP_MIN)) {
     run_release(a, s);
-  else
-    heap_decay(a, now, false);
+    return;
+  }
+  if (opt_dirty_decay_ms < 0) return;
+  /* s's first stage change is the earliest one its merge can bring */
+  decay_times_t t = decay_times();
+  uint64_t due = now + (t.muzzy < t.clean ? t.muzzy : t.clean);
+  if (due < a->decay_next_ns) a->decay_next_ns = due;
+  heap_decay(a, now, false);
+  background_note_dirty(a->npages_dirty + a->npages_muzzy);
 }
 
 size_t pheap_purge(arena_t *a, bool all) {
@@ -378,3 +490,5 @@ size_t pheap_purge(arena_t *a, bool all) {
   heap_decay(a, nalloc_now_ns(), all);
   return (size_t)(a->npurged - before);
 }
+
+uint64_t pheap_decay_next(const arena_t *a) { return a->decay_next_ns; }

@@ -1,6 +1,6 @@
 /* page_heap.h -- an arena's pages: free runs, carved for small spans and
  * large blocks and merged back when freed, returned to the OS after
- * dirty_decay_ms (decay) or at once (purge).
+ * dirty_decay_ms, through the muzzy stage (decay), or at once (purge).
  *
  * Every function here is called with the arena's heap_lock held. A free
  * run is a span_t of kind SPAN_FREE found in the page map by its first
@@ -14,6 +14,9 @@
 /* ms a freed page stays dirty before decay purges it (-1: never, 0: at
  * once): read here and by the background thread. */
 extern ssize_t opt_dirty_decay_ms;
+/* The last ms of dirty_decay_ms during which a free run is muzzy
+ * (MADV_FREE) rather than dirty (-1: half of dirty_decay_ms, 0: none). */
+extern ssize_t opt_muzzy_decay_ms;
 extern const conf_table_t page_heap_conf_table;
 
 #define HEAP_CHUNK ((size_t)4 << 20)   /* bytes mapped at a time */
@@ -47,10 +50,14 @@ bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner);
  * pages by moving that mapping (mremap: no copy). s->start changes; the
  * caller moves its page-map entries. False if it cannot. */
 bool pheap_move_grow(arena_t *a, span_t *s, size_t np);
-/* Purges dirty runs now: all of them, or those past decay; a run that is
- * a whole OS mapping is unmapped (with all, also a clean one). Returns
- * the pages purged. */
+/* Moves free runs on through the decay stages (page_heap.c): all of them
+ * to clean at once (all), or those whose time has come; a run that is a
+ * whole OS mapping is unmapped (with all, also a clean one). Returns the
+ * pages returned for good (clean). */
 size_t pheap_purge(arena_t *a, bool all);
+/* When the next stage change is due (nalloc_now_ns time; UINT64_MAX:
+ * nothing to decay). */
+uint64_t pheap_decay_next(const arena_t *a);
 
 /* Header-only records (free runs, large blocks), recycled per arena. */
 span_t *pheap_rec_new(arena_t *a);

@@ -3,7 +3,9 @@
  *
  * `allocated` counts bytes handed out by the arenas: small slots sitting
  * in thread caches count as allocated, as in jemalloc. `resident` is an
- * estimate: active pages + dirty (freed, not yet purged) pages + metadata. */
+ * estimate: active pages + dirty and muzzy (freed, not yet purged) pages +
+ * metadata; muzzy pages count until purged, although the kernel may have
+ * taken some of them already (MADV_FREE). */
 #include "stats.h"
 
 #include <malloc.h>
@@ -11,11 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "background.h"
 #include "base.h"
 #include "heap.h"
 #include "lock.h"
 #include "log.h"
 #include "node.h"
+#include "page_heap.h"
 #include "../prof/prof_hook.h"
 
 bool opt_stats_print = false;
@@ -40,14 +44,17 @@ void stats_collect(stats_t *st) {
     st->allocated += as->allocated;
     st->active += as->active;
     st->dirty += as->dirty;
+    st->muzzy += as->muzzy;
     st->mapped += as->mapped;
     st->nmalloc += as->nmalloc;
     st->ndalloc += as->ndalloc;
     st->npurged += as->npurged;
+    st->nmuzzied += as->nmuzzied;
+    st->npurge_calls += as->npurge_calls;
     unsigned n = a->node < STATS_MAX_NODES ? a->node : STATS_MAX_NODES - 1;
     st->node[n].allocated += as->allocated;
     st->node[n].active += as->active;
-    st->node[n].resident += as->active + as->dirty;
+    st->node[n].resident += as->active + as->dirty + as->muzzy;
     st->node[n].mapped += as->mapped;
   }
   for (unsigned i = 0; i < arenas_count; i++) {
@@ -56,10 +63,11 @@ void stats_collect(stats_t *st) {
   }
   st->metadata = base_stats_mapped() + prof_stats_mapped();
   st->mapped += st->metadata;
-  st->resident = st->active + st->dirty + st->metadata;
+  st->resident = st->active + st->dirty + st->muzzy + st->metadata;
 }
 
 void stats_refresh(void) {
+  FOR_EACH_ARENA(a) arena_decay(a);
   nlock_lock(&stats_lock);
   stats_snapshot.epoch++;
   stats_collect(&stats_snapshot);
@@ -81,9 +89,16 @@ void stats_print(void) {
   stats_collect(st);
   nalloc_log(
           "stats: allocated=%zu active=%zu resident=%zu mapped=%zu "
-          "metadata=%zu nmalloc=%llu ndalloc=%llu",
-          st->allocated, st->active, st->resident, st->mapped, st->metadata,
-          (unsigned long long)st->nmalloc, (unsigned long long)st->ndalloc);
+          "metadata=%zu dirty=%zu muzzy=%zu nmalloc=%llu ndalloc=%llu",
+          st->allocated, st->active, st->resident, st->mapped, st->metadata, st->dirty,
+          st->muzzy, (unsigned long long)st->nmalloc, (unsigned long long)st->ndalloc);
+  nalloc_log("decay: dirty_decay_ms=%zd muzzy_decay_ms=%zd background_thread=%s "
+             "(running: %u, wake-ups %llu) purged_pages=%llu muzzied_pages=%llu "
+             "madvise_calls=%llu",
+             opt_dirty_decay_ms, opt_muzzy_decay_ms, opt_background_thread ? "true" : "false",
+             background_nthreads(), (unsigned long long)background_nruns(),
+             (unsigned long long)st->npurged, (unsigned long long)st->nmuzzied,
+             (unsigned long long)st->npurge_calls);
   nalloc_log("arenas=%u numa_nodes=%u arenas_per_node=%u tcache=%s prof=%s",
           arenas_count, node_count, node_arenas_per, opt_tcache ? "true" : "false",
           opt_prof ? "true" : "false");
@@ -93,10 +108,12 @@ void stats_print(void) {
     if (as->mapped == 0 && as->nmalloc == 0) continue;
     nalloc_log(
             "arena %u (node %u): threads=%u allocated=%zu active=%zu dirty=%zu "
-            "mapped=%zu nmalloc=%llu ndalloc=%llu purged_pages=%llu",
+            "muzzy=%zu mapped=%zu nmalloc=%llu ndalloc=%llu purged_pages=%llu "
+            "muzzied_pages=%llu",
             i, node_of_arena(i), as->nthreads, as->allocated, as->active, as->dirty,
-            as->mapped, (unsigned long long)as->nmalloc, (unsigned long long)as->ndalloc,
-            (unsigned long long)as->npurged);
+            as->muzzy, as->mapped, (unsigned long long)as->nmalloc,
+            (unsigned long long)as->ndalloc, (unsigned long long)as->npurged,
+            (unsigned long long)as->nmuzzied);
   }
   for (unsigned n = 0; n < node_count && n < STATS_MAX_NODES; n++)
     nalloc_log("node %u: arenas=%u allocated=%zu active=%zu resident=%zu", n,
@@ -114,7 +131,7 @@ struct mallinfo2 stats_mallinfo2(void) {
   mi.hblkhd = st->metadata;
   mi.uordblks = st->allocated;
   mi.fordblks = st->mapped - st->metadata - st->allocated;
-  mi.keepcost = st->dirty;
+  mi.keepcost = st->dirty + st->muzzy;
   nlock_unlock(&stats_lock);
   return mi;
 }
@@ -134,6 +151,7 @@ static int stats_ctl_epoch(const size_t *idx, void *oldp, size_t *oldlenp, void 
     int r = ctl_in(newp, newlen, &e, sizeof e);
     if (r) return r;
     stats_refresh();
+    background_poll(); /* a program that only polls may start the decay thread */
   } else {
     stats_ensure();
   }
@@ -141,6 +159,15 @@ static int stats_ctl_epoch(const size_t *idx, void *oldp, size_t *oldlenp, void 
 }
 
 static uint64_t stats_ctl_arena_node(size_t i) { return node_of_arena((unsigned)i); }
+static uint64_t stats_ctl_bg_threads(void) { return background_nthreads(); }
+static uint64_t stats_ctl_bg_runs(void) { return background_nruns(); }
+/* An arena's resident pages: in use, and freed but not yet purged. */
+static uint64_t stats_ctl_arena_resident(size_t i) {
+  const arena_stats_t *as = &stats_snapshot.arena[i];
+  return as->active + as->dirty + as->muzzy;
+}
+static uint64_t stats_ctl_arena_pdirty(size_t i) { return stats_snapshot.arena[i].dirty / PAGE; }
+static uint64_t stats_ctl_arena_pmuzzy(size_t i) { return stats_snapshot.arena[i].muzzy / PAGE; }
 
 /* Arenas that exist; nodes that exist and have a row in the snapshot. */
 static const ctl_index_t stats_arenas = {&arenas_count, ARENAS_MAX, sizeof(arena_stats_t)};
@@ -155,6 +182,13 @@ static const ctl_row_t stats_ctl_rows[] = {
     {"stats.mapped", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.mapped},
     {"stats.metadata", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.metadata},
     {"stats.dirty", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.dirty},
+    {"stats.muzzy", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.muzzy},
+    {"stats.npurged", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.npurged},
+    {"stats.nmuzzied", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.nmuzzied},
+    {"stats.npurge_calls", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.npurge_calls},
+    {"stats.background_thread.num_threads", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .get = stats_ctl_bg_threads},
+    {"stats.background_thread.num_runs", CTL_U64, CTL_RO, CTL_SNAPSHOT, .get = stats_ctl_bg_runs},
     {"stats.nmalloc", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.nmalloc},
     {"stats.ndalloc", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.ndalloc},
     {"stats.arenas.#.allocated", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
@@ -163,6 +197,18 @@ static const ctl_row_t stats_ctl_rows[] = {
      .v.z = &stats_snapshot.arena[0].active, .index = &stats_arenas},
     {"stats.arenas.#.dirty", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
      .v.z = &stats_snapshot.arena[0].dirty, .index = &stats_arenas},
+    {"stats.arenas.#.muzzy", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.arena[0].muzzy, .index = &stats_arenas},
+    {"stats.arenas.#.resident", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .get_i = stats_ctl_arena_resident, .index = &stats_arenas},
+    {"stats.arenas.#.pdirty", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .get_i = stats_ctl_arena_pdirty,
+     .index = &stats_arenas},
+    {"stats.arenas.#.pmuzzy", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .get_i = stats_ctl_arena_pmuzzy,
+     .index = &stats_arenas},
+    {"stats.arenas.#.nmuzzied", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .v.u64 = &stats_snapshot.arena[0].nmuzzied, .index = &stats_arenas},
+    {"stats.arenas.#.npurge_calls", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .v.u64 = &stats_snapshot.arena[0].npurge_calls, .index = &stats_arenas},
     {"stats.arenas.#.mapped", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
      .v.z = &stats_snapshot.arena[0].mapped, .index = &stats_arenas},
     {"stats.arenas.#.nthreads", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT,

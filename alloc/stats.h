@@ -18,8 +18,8 @@ extern const ctl_table_t stats_ctl_table;
 
 typedef struct stats_s {
   uint64_t epoch;
-  size_t allocated, active, dirty, mapped, metadata, resident;
-  uint64_t nmalloc, ndalloc, npurged;
+  size_t allocated, active, dirty, muzzy, mapped, metadata, resident;
+  uint64_t nmalloc, ndalloc, npurged, nmuzzied, npurge_calls;
   arena_stats_t arena[ARENAS_MAX];
   struct {
     size_t allocated, active, resident, mapped;
@@ -29,6 +29,9 @@ typedef struct stats_s {
 
 /* The snapshot as of the last epoch (taken on first use if none). */
 extern stats_t stats_snapshot;
+/* A new epoch: decay that is due is done first (a program that polls its
+ * statistics sees its free memory go back on time even without the
+ * background thread), then the snapshot is taken. */
 void stats_refresh(void);
 void stats_ensure(void);
 /* A fresh snapshot into *out (for malloc_stats and mallinfo). */

@@ -104,9 +104,17 @@ typedef struct span_s {
   _Atomic(struct heap_s *) owner; /* SPAN_SMALL: NULL while abandoned */
   struct span_s *rnext;         /* link on the owner's remote queue */
   uint64_t dirty_since;         /* SPAN_FREE: when it became dirty */
-  size_t usize;                 /* SPAN_LARGE: usable bytes */
+  union {
+    size_t usize;               /* SPAN_LARGE: usable bytes */
+    size_t nres;                /* SPAN_FREE, dirty: pages that may be
+                                   resident (counted in the arena's dirty or
+                                   muzzy total); the rest of the run was
+                                   clean when it joined */
+  };
   uint8_t dirty;                /* SPAN_FREE: pages may still be resident */
   uint8_t zeroed;               /* the pages read as zero */
+  uint8_t muzzy;                /* SPAN_FREE, dirty: given back with
+                                   MADV_FREE (page_heap.c: the stages) */
   _Atomic uint8_t prof_births;  /* SPAN_SMALL: `prof` holds a birth time per
                                    slot after its records (sample.c; a
                                    record with bit 0 set has one) */
@@ -185,12 +193,18 @@ typedef struct arena_s {
   span_t *rec_cache;         /* recycled run / large records */
   span_t *small_recs;        /* recycled small span records (span.c) */
   size_t npages_active;      /* pages in small and large spans */
-  size_t npages_dirty;       /* free pages that may be resident */
+  size_t npages_dirty;       /* free pages that may be resident, not
+                                yet given back (stage dirty) */
+  size_t npages_muzzy;       /* free pages given back with MADV_FREE:
+                                resident until the kernel reclaims them */
   size_t mapped;             /* bytes mapped for this arena */
   size_t large_allocated;    /* usable bytes of live large spans */
-  uint64_t nmalloc_large, ndalloc_large, npurged;
+  uint64_t nmalloc_large, ndalloc_large;
+  uint64_t npurged;          /* pages returned for good (DONTNEED, unmap) */
+  uint64_t nmuzzied;         /* pages moved from dirty to muzzy */
+  uint64_t npurge_calls;     /* madvise / munmap calls that returned pages */
   uint64_t nmalloc_small_gone; /* nmalloc of small spans given back */
-  uint64_t last_decay_ns;
+  uint64_t decay_next_ns;     /* next stage change due (page_heap.c) */
   uintptr_t pop_lo, pop_hi;  /* the last run of fresh pages faulted in */
   span_t *small_all;         /* every small span of the arena */
   /* spans whose owner went away, by class (abandon_lock) */

@@ -5,7 +5,11 @@
  * at the peak, after the free phase, and after a second phase that
  * allocates half the freed volume again in larger blocks (1-4 KiB: can the
  * allocator reuse the holes?). Then everything is checked and freed.
- * extra: live_kb rss_peak_kb rss_after_free_kb rss_realloc_kb rss_end_kb */
+ * extra: live_kb rss_peak_kb rss_after_free_kb rss_realloc_kb rss_end_kb
+ * With -n MS, the process then stays idle (no call into the allocator) for
+ * MS ms and adds rss_idle_kb: what an allocator's decay gave back by then
+ * (`end` within dirty_decay_ms of the last free). */
+#include <time.h>
 #include <pthread.h>
 #include "bench_common.h"
 
@@ -96,10 +100,19 @@ int main(int argc, char **argv) {
   long end = bench_rss_kb();
   double s = bench_now() - t0;
   free(th);
-  char extra[200];
-  snprintf(extra, sizeof extra,
-           "live_kb=%ld rss_peak_kb=%ld rss_after_free_kb=%ld rss_realloc_kb=%ld rss_end_kb=%ld",
-           live / 1024, peak, after, again, end);
+  long idle = -1;
+  if (A.iters > 0) {
+    struct timespec ts = {A.iters / 1000, (A.iters % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    idle = bench_rss_kb();
+  }
+  char extra[240];
+  int k = snprintf(extra, sizeof extra,
+                   "live_kb=%ld rss_peak_kb=%ld rss_after_free_kb=%ld rss_realloc_kb=%ld "
+                   "rss_end_kb=%ld",
+                   live / 1024, peak, after, again, end);
+  if (idle >= 0) snprintf(extra + k, sizeof extra - (size_t)k, " rss_idle_kb=%ld", idle);
   bench_result("frag", &A, (double)per_thread_bytes * A.threads / 520.0, s, extra);
   return 0;
 }

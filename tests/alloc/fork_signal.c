@@ -261,6 +261,10 @@ static unsigned fs_site_seen(uint64_t key) {
  * the allocator holds here. */
 static CHECK_UNUSED void fs_site(unsigned kind, bool after) {
   if (!atomic_load_explicit(&fs_sites, memory_order_relaxed) || fs_in_child) return;
+  /* nalloc's decay thread blocks every signal: SIGPROF raised there would
+   * stay pending, and fs_forking set for good (no handler to clear it) */
+  sigset_t cur;
+  if (pthread_sigmask(SIG_BLOCK, NULL, &cur) != 0 || sigismember(&cur, SIGPROF)) return;
   unsigned seen = fs_site_seen(fs_site_of(kind) + after);
   unsigned n = atomic_fetch_add(&fs_site_calls, 1);
   if (seen >= 1 && (n % 50 != 0 || atomic_load(&fs_pending) >= FS_MAX_PENDING))

@@ -49,7 +49,8 @@ static const opt_t opts[] = {
     {"tcache", 'b', &opt_tcache, 1, NULL},
     {"tcache_max", 'z', &opt_tcache_max, 65536, NULL},
     {"dirty_decay_ms", 's', &opt_dirty_decay_ms, 10000, NULL},
-    {"background_thread", 'b', &opt_background_thread, 0, NULL},
+    {"muzzy_decay_ms", 's', &opt_muzzy_decay_ms, -1, NULL},
+    {"background_thread", 'b', &opt_background_thread, 1, NULL},
     {"abort_conf", 'b', &opt_abort_conf, 0, NULL},
     {"stats_print", 'b', &opt_stats_print, 0, NULL},
     {"prof", 'b', &opt_prof, 0, NULL},
@@ -163,9 +164,10 @@ static const case_t cases[] = {
     {"", NULL, 0, NULL},
     /* every option once, to a value that is not its default */
     {"narenas:3,narenas_per_node:2,numa:false,numa_nodes:4,tcache:false,tcache_max:4096,"
-     "dirty_decay_ms:0,background_thread:true,abort_conf:false,stats_print:true",
+     "dirty_decay_ms:0,muzzy_decay_ms:7,background_thread:false,abort_conf:false,"
+     "stats_print:true",
      "narenas=3 narenas_per_node=2 numa=0 numa_nodes=4 tcache=0 tcache_max=4096 "
-     "dirty_decay_ms=0 background_thread=1 stats_print=1", 0, NULL},
+     "dirty_decay_ms=0 muzzy_decay_ms=7 background_thread=0 stats_print=1", 0, NULL},
     {"prof:true,prof_active:false,prof_thread_active_init:false,lg_prof_sample:0,"
      "lg_prof_interval:30,prof_gdump:true,prof_final:true,prof_leak:true,prof_prefix:/tmp/x.y,"
      "prof_unwind:fp,prof_depth:1,prof_format:jemalloc,prof_signal:USR2,"

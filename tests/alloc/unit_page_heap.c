@@ -216,9 +216,9 @@ static void move_grow_to(live_t *l, size_t np) {
 static void op_purge(void) {
   bool all = rnd() % 2;
   nlock_lock(&ar.heap_lock);
-  size_t dirty = ar.npages_dirty;
+  size_t dirty = ar.npages_dirty + ar.npages_muzzy;
   size_t n = pheap_purge(&ar, all);
-  size_t after = ar.npages_dirty;
+  size_t after = ar.npages_dirty + ar.npages_muzzy;
   nlock_unlock(&ar.heap_lock);
   if (all) CHECKF(after == 0 && n == dirty, "full purge: %zu of %zu purged, %zu left", n, dirty,
                   after);
@@ -239,7 +239,7 @@ static int piece_cmp(const void *a, const void *b) {
 
 /* Returns the number of free runs. */
 static size_t check_structure(const char *when) {
-  size_t n = 0, nfree = 0, dirty = 0;
+  size_t n = 0, nfree = 0, dirty = 0, muzzy = 0;
   for (size_t i = 0; i < nlive; i++) {
     check_tags(&live[i], when);
     pieces[n++] = (piece_t){live[i].pg.start, END(live[i].pg), true, 0};
@@ -261,7 +261,11 @@ static size_t check_structure(const char *when) {
              (unsigned long)r->start);
       CHECKF(nfree < 8192, "too many free runs");
       nfree++;
-      if (r->dirty) dirty += r->npages;
+      CHECKF(!r->dirty || r->nres <= r->npages, "%s: run of %zu pages with %zu resident", when,
+             r->npages, r->nres);
+      CHECKF(r->dirty || !r->muzzy, "%s: a clean run marked muzzy", when);
+      if (r->dirty && !r->muzzy) dirty += r->nres;
+      if (r->dirty && r->muzzy) muzzy += r->nres;
       pieces[n++] = (piece_t){r->start, r->start + r->npages * PAGE, false, r->dirty};
       size_t m = 0;
       while (m < nmaps && maps[m].lo != r->chunk_lo) m++;
@@ -312,6 +316,8 @@ static size_t check_structure(const char *when) {
          ar.npages_active, model_pages());
   CHECKF(ar.npages_dirty == dirty, "%s: npages_dirty %zu, dirty free runs hold %zu", when,
          ar.npages_dirty, dirty);
+  CHECKF(ar.npages_muzzy == muzzy, "%s: npages_muzzy %zu, muzzy free runs hold %zu", when,
+         ar.npages_muzzy, muzzy);
   return nfree;
 }
 
@@ -384,11 +390,13 @@ int main(int argc, char **argv) {
   ar.index = ARENAS_MAX - 1;
   ar.node = 0;
   nlock_init(&ar.heap_lock, LOCK_ARENA_HEAP);
-  ar.last_decay_ns = nalloc_now_ns();
+  ar.decay_next_ns = UINT64_MAX;
   move_grow_edges();
   run(6000, -1); /* dirty runs stay until purged: dirty counts exact */
   run(3000, 0);  /* every free purges at once */
-  run(3000, 1);  /* decay past 1 ms, as time passes */
+  run(3000, 1);  /* decay past 1 ms, as time passes (muzzy at once) */
+  opt_muzzy_decay_ms = 4;
+  run(3000, 8);  /* dirty, then muzzy for the last 4 ms, then clean */
   printf("ok\n");
   return 0;
 }
