@@ -17,6 +17,7 @@ __thread tsd_t nalloc_tsd __attribute__((tls_model("initial-exec"))) = {
     .heap = &heap_none};
 
 static pthread_key_t tsd_key;
+static _Atomic unsigned tsd_booted; /* threads set up, ever */
 static bool tsd_key_ok;
 
 uint32_t nalloc_tid_slow(void) {
@@ -35,6 +36,10 @@ void tsd_boot_global(void) {
 void tsd_boot(tsd_t *tsd) {
   if (tsd->state == TSD_TEARDOWN) return; /* exiting: no heap any more */
   nalloc_boot();
+  /* The first thread takes arena 0 without knowing the topology; any
+   * later one needs it to pick its arena (node.c). */
+  if (atomic_fetch_add_explicit(&tsd_booted, 1, memory_order_relaxed) > 0)
+    nalloc_boot_discover();
   tsd->state = TSD_NOMINAL;
   tsd->heap = &heap_none; /* nested mallocs below use the shared heap */
   unsigned i = node_pick_arena();
