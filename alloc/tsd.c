@@ -10,6 +10,7 @@
 #include "boot.h"
 #include "conf.h"
 #include "heap.h"
+#include "lock.h"
 #include "node.h"
 #include "../prof/prof_hook.h"
 
@@ -20,8 +21,28 @@ static pthread_key_t tsd_key;
 static _Atomic unsigned tsd_booted; /* threads set up, ever */
 static bool tsd_key_ok;
 
+/* A lock word holds its owner's id: one per thread, unique among the
+ * threads alive. The kernel's thread id would do, but gettid is a system
+ * call that every process taking a lock would pay (each `cat` of a
+ * build); ids are handed out from a counter instead. They start above any
+ * kernel thread id (pid_max is at most 2^22), so once the counter reaches
+ * NLOCK_WAITERS (2^31 - 2^22 threads later) a thread takes its kernel id
+ * and can never meet a counted id still in use. */
+#define TSD_ID_FIRST ((uint32_t)1 << 22)
+static _Atomic uint32_t tsd_id_next = TSD_ID_FIRST;
+
 uint32_t nalloc_tid_slow(void) {
-  uint32_t t = (uint32_t)syscall(SYS_gettid);
+  uint32_t t = atomic_load_explicit(&tsd_id_next, memory_order_relaxed);
+  for (;;) {
+    if (t >= NLOCK_WAITERS) {
+      t = (uint32_t)syscall(SYS_gettid);
+      break;
+    }
+    if (atomic_compare_exchange_weak_explicit(&tsd_id_next, &t, t + 1,
+                                              memory_order_relaxed, memory_order_relaxed))
+      break;
+  }
+  nalloc_assert(t != 0 && t < NLOCK_WAITERS);
   tsd_get()->tid = t;
   return t;
 }
