@@ -41,10 +41,10 @@ typedef struct base_free_s {
 static nlock_t base_lock = NLOCK_INITIALIZER(LOCK_BASE);
 static char *base_cur, *base_end;
 static char *base_ready; /* the chunk is populated up to here */
-static base_free_t *base_lists[BASE_NLISTS + 1];
+NALLOC_BIG_BSS static base_free_t *base_lists[BASE_NLISTS + 1];
 static _Atomic size_t base_mapped;
 static size_t base_bumped; /* bytes the bump pointer handed out, ever */
-static char base_first[BASE_CHUNK] __attribute__((aligned(PAGE)));
+NALLOC_BIG_BSS static char base_first[BASE_CHUNK] __attribute__((aligned(PAGE)));
 static bool base_first_used;
 
 /* Blocks whose size is a multiple of the cache line start on one: then a

@@ -4,13 +4,13 @@
 #include "lock.h"
 #include "os.h"
 
-pm_t pm;
+NALLOC_BIG_BSS pm_t pm;
 static nlock_t pm_lock = NLOCK_INITIALIZER(LOCK_PAGEMAP);
 /* The first leaf is in .bss, mapped by the loader with the library: a
  * process whose heap fits in one 512 MiB range (almost every short one)
  * makes no system call for the page map; pages of it no one writes stay
  * unfaulted. */
-static pm_leaf_t pm_first_leaf;
+NALLOC_BIG_BSS static pm_leaf_t pm_first_leaf;
 static bool pm_first_used;
 
 bool pagemap_reserve(const void *p, size_t size) {
