@@ -58,8 +58,11 @@ void tsd_boot(tsd_t *tsd) {
   if (tsd->state == TSD_TEARDOWN) return; /* exiting: no heap any more */
   nalloc_boot();
   /* The first thread takes arena 0 without knowing the topology; any
-   * later one needs it to pick its arena (node.c). */
-  if (atomic_fetch_add_explicit(&tsd_booted, 1, memory_order_relaxed) > 0)
+   * later one needs it to pick its arena (node.c). A thread is counted
+   * once: an allocation inside nalloc_boot (pthread_atfork's) may have set
+   * this thread up already. */
+  if (tsd->state == TSD_UNINIT &&
+      atomic_fetch_add_explicit(&tsd_booted, 1, memory_order_relaxed) > 0)
     nalloc_boot_discover();
   tsd->state = TSD_NOMINAL;
   tsd->heap = &heap_none; /* nested mallocs below use the shared heap */
