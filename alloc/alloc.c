@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "arena.h"
-#include "conf.h"
 #include "entry.h"
+#include "heap.h"
 #include "large.h"
 #include "sample.h"
 #include "../prof/prof_hook.h"
@@ -56,16 +56,20 @@ static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
 }
 
 /* `own_page`: serve a small request from a page run of its own, as the
- * profiler asks for sampled blocks (see malloc_sampled). The common case,
- * a small block the current span has, is inline. */
+ * profiler asks for sampled blocks (see malloc_sampled). A small block is
+ * inline: the current span's, else the heap's next span's (a dry cursor
+ * word, the common slow case, costs no more than that). */
 static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
                                bool zero, bool own_page) {
   if (likely(size <= SC_SMALL_MAX && align <= 16 && !own_page)) {
-    void *p = span_pop(tsd->heap->cur[sc_index(size)]);
-    if (likely(p != NULL)) {
-      if (zero) memset(p, 0, size);
-      return p;
+    unsigned cls = sc_index(size);
+    void *p = span_pop(tsd->heap->cur[cls]);
+    if (unlikely(p == NULL) && unlikely((p = alloc_small(tsd, cls)) == NULL)) {
+      errno = ENOMEM;
+      return NULL;
     }
+    if (zero) memset(p, 0, size);
+    return p;
   }
   return alloc_other(tsd, size, align, zero, own_page);
 }

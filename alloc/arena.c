@@ -195,6 +195,34 @@ void arena_stats(arena_t *a, arena_stats_t *st) {
   st->nthreads = atomic_load_explicit(&a->nthreads, memory_order_relaxed);
 }
 
+/* ---- ctl ---------------------------------------------------------------- */
+
+/* arena.<i>.purge with this index means every arena, as in jemalloc
+ * (MALLCTL_ARENAS_ALL). */
+#define ARENA_CTL_ALL 4096
+
+/* arena.<i>.purge; i == narenas (or ARENA_CTL_ALL) purges every arena. */
+static int arena_ctl_purge(const size_t *idx, void *oldp, size_t *oldlenp, void *newp,
+                           size_t newlen) {
+  (void)oldp, (void)oldlenp, (void)newp, (void)newlen; /* none: a command */
+  size_t i = idx[0];
+  if (i < arenas_count) {
+    arena_t *a = arena_get((unsigned)i);
+    if (a == NULL) return ENOMEM;
+    arena_purge(a, true);
+    return 0;
+  }
+  if (i != arenas_count && i != ARENA_CTL_ALL) return ENOENT;
+  FOR_EACH_ARENA(a) arena_purge(a, true);
+  return 0;
+}
+
+static const ctl_row_t arena_ctl_rows[] = {
+    {"arenas.narenas", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .v.u = &arenas_count},
+    {"arena.#.purge", CTL_NONE, CTL_WO, 0, .fn = arena_ctl_purge},
+};
+const ctl_table_t arena_ctl_table = {arena_ctl_rows, ARRAY_LEN(arena_ctl_rows)};
+
 /* ---- fork ---------------------------------------------------------------
  * Locks in rank order: every arena's shared heap, then abandoned lists,
  * then page heaps, then the arena table. */

@@ -5,10 +5,13 @@
 #ifndef NALLOC_ARENA_H
 #define NALLOC_ARENA_H
 
+#include "ctl.h"
 #include "types.h"
 
 extern _Atomic(arena_t *) arenas[ARENAS_MAX];
 extern unsigned arenas_count; /* arenas in use (narenas) */
+/* arenas.narenas, arena.<i>.purge. */
+extern const ctl_table_t arena_ctl_table;
 
 /* Arena i, created on first use; NULL when out of memory. */
 arena_t *arena_get(unsigned i);

@@ -15,11 +15,18 @@
 
 #include "arena.h"
 #include "background.h"
-#include "conf.h"
 #include "log.h"
+#include "page_heap.h"
 #include "tsd.h"
 
 bool opt_background_thread = false;
+
+static const conf_entry_t background_conf_rows[] = {
+    {"background_thread", CONF_BOOL, &opt_background_thread, 0, 0, NULL, 0,
+     "purge dirty pages on a timer in a thread of nalloc's own"},
+};
+const conf_table_t background_conf_table = {background_conf_rows,
+                                            ARRAY_LEN(background_conf_rows)};
 
 static void *background_main(void *arg) {
   (void)arg;

@@ -17,70 +17,45 @@
 #include <sys/auxv.h>
 
 #include "background.h"
+#include "heap.h"
 #include "log.h"
-#include "types.h"
+#include "node.h"
+#include "page_heap.h"
+#include "stats.h"
 #include "../prof/prof_hook.h"
 
-unsigned opt_narenas = 0;
-unsigned opt_narenas_per_node = 0;
-bool opt_numa = true;
-unsigned opt_numa_nodes = 0;
-bool opt_tcache = true;
-size_t opt_tcache_max = SC_SMALL_MAX;
-ssize_t opt_dirty_decay_ms = 10000;
 bool opt_abort_conf = false;
-bool opt_stats_print = false;
 
-static const conf_entry_t conf_alloc_entries[] = {
-    {"narenas", CONF_UNSIGNED, &opt_narenas, 0, ARENAS_MAX, NULL, 0,
-     "number of arenas (0: numa nodes x narenas_per_node)"},
-    {"narenas_per_node", CONF_UNSIGNED, &opt_narenas_per_node, 0, 256, NULL, 0,
-     "arenas per NUMA node (0: CPUs per node)"},
-    {"numa", CONF_BOOL, &opt_numa, 0, 0, NULL, 0,
-     "group arenas by NUMA node and bind their memory to it"},
-    {"numa_nodes", CONF_UNSIGNED, &opt_numa_nodes, 0, 64, NULL, 0,
-     "pretend this many NUMA nodes (0: the real topology)"},
-    {"tcache", CONF_BOOL, &opt_tcache, 0, 0, NULL, 0, "per-thread caches"},
-    {"tcache_max", CONF_SIZE, &opt_tcache_max, 0, (int64_t)SC_SMALL_MAX, NULL, 0,
-     "largest size kept in thread caches"},
-    {"dirty_decay_ms", CONF_SSIZE, &opt_dirty_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
-     "ms before freed pages are returned to the OS (-1: never, 0: at once)"},
-    {"background_thread", CONF_BOOL, &opt_background_thread, 0, 0, NULL, 0,
-     "purge dirty pages on a timer in a thread of nalloc's own"},
+/* conf's own option. */
+static const conf_entry_t conf_rows[] = {
     {"abort_conf", CONF_BOOL, &opt_abort_conf, 0, 0, NULL, 0,
      "abort on a bad NALLOC_CONF entry"},
-    {"stats_print", CONF_BOOL, &opt_stats_print, 0, 0, NULL, 0,
-     "print statistics to stderr at exit"},
+};
+static const conf_table_t conf_own_table = {conf_rows, ARRAY_LEN(conf_rows)};
+
+/* Every module's options, in the order the "known keys" message lists
+ * them. A module with options of its own for the first time adds its
+ * table here. */
+static const conf_table_t *const conf_tables[] = {
+    &node_conf_table,       &heap_conf_table,      &page_heap_conf_table,
+    &background_conf_table, &conf_own_table,       &stats_conf_table,
+    &prof_conf_table,       &prof_http_conf_table, &prof_peak_conf_table,
 };
 
-typedef struct conf_table_s {
-  const conf_entry_t *rows;
-  size_t n;
-} conf_table_t;
-
-static conf_table_t conf_tables(unsigned i) {
-  if (i == 0) return (conf_table_t){conf_alloc_entries,
-                                    sizeof conf_alloc_entries / sizeof *conf_alloc_entries};
-  if (i == 1) return (conf_table_t){prof_conf_entries, prof_conf_nentries};
-  return (conf_table_t){NULL, 0};
-}
-
 const conf_entry_t *conf_row(size_t i) {
-  for (unsigned t = 0; t < 2; t++) {
-    conf_table_t tb = conf_tables(t);
-    if (i < tb.n) return &tb.rows[i];
-    i -= tb.n;
+  for (size_t t = 0; t < ARRAY_LEN(conf_tables); t++) {
+    if (i < conf_tables[t]->n) return &conf_tables[t]->rows[i];
+    i -= conf_tables[t]->n;
   }
   return NULL;
 }
 
 const conf_entry_t *conf_find(const char *name, size_t len) {
-  for (unsigned t = 0; t < 2; t++) {
-    conf_table_t tb = conf_tables(t);
-    for (size_t i = 0; i < tb.n; i++)
-      if (strlen(tb.rows[i].name) == len && memcmp(tb.rows[i].name, name, len) == 0)
-        return &tb.rows[i];
-  }
+  for (size_t t = 0; t < ARRAY_LEN(conf_tables); t++)
+    for (size_t i = 0; i < conf_tables[t]->n; i++) {
+      const conf_entry_t *e = &conf_tables[t]->rows[i];
+      if (strlen(e->name) == len && memcmp(e->name, name, len) == 0) return e;
+    }
   return NULL;
 }
 
@@ -210,11 +185,9 @@ static bool conf_apply(const conf_entry_t *e, const char *v, size_t n) {
 static void conf_known_keys(char *buf, size_t cap) {
   size_t o = 0;
   buf[0] = '\0';
-  for (unsigned t = 0; t < 2; t++) {
-    conf_table_t tb = conf_tables(t);
-    for (size_t i = 0; i < tb.n && o + 2 < cap; i++)
-      o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? " " : "", tb.rows[i].name);
-  }
+  const conf_entry_t *e;
+  for (size_t i = 0; (e = conf_row(i)) != NULL && o + 2 < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? " " : "", e->name);
 }
 
 /* At most this many lines about one NALLOC_CONF, then one line with the

@@ -1,8 +1,10 @@
-/* conf.h -- NALLOC_CONF: the option tables and the allocator's options.
+/* conf.h -- NALLOC_CONF: the type of an option row, and the parser.
  *
- * Every option is one row; the parser, the error messages and the opt.*
- * ctl names all come from the rows, so a module adds an option by adding
- * a row. */
+ * Every option is one row, in the module that owns its variable: the
+ * parser, the error messages and the opt.* ctl names all come from the
+ * rows. A module exports its rows as one conf_table_t declared in its
+ * header (node.h: node_conf_table); conf.c lists the tables, so adding an
+ * option is adding a row to its module's table. */
 #ifndef NALLOC_CONF_H
 #define NALLOC_CONF_H
 
@@ -30,15 +32,13 @@ typedef struct conf_entry_s {
   const char *help;           /* one line for README/--help */
 } conf_entry_t;
 
-extern unsigned opt_narenas;          /* 0: nodes * narenas_per_node */
-extern unsigned opt_narenas_per_node; /* 0: CPUs of the node */
-extern bool opt_numa;                 /* bind arenas and threads to nodes */
-extern unsigned opt_numa_nodes;       /* >0: pretend this many nodes */
-extern bool opt_tcache;
-extern size_t opt_tcache_max;
-extern ssize_t opt_dirty_decay_ms;
+/* One module's rows. */
+typedef struct conf_table_s {
+  const conf_entry_t *rows;
+  size_t n;
+} conf_table_t;
+
 extern bool opt_abort_conf;
-extern bool opt_stats_print;
 
 /* Parses NALLOC_CONF (unless AT_SECURE); never allocates. */
 void conf_boot(void);

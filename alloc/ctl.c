@@ -1,9 +1,10 @@
 /* ctl.c -- nalloc_ctl: named values, with jemalloc mallctl's contract.
  *
- * One table maps names to handlers; '#' in a name matches a decimal index.
- * opt.<key> names come from the NALLOC_CONF rows themselves, so every
- * option is readable without a handler of its own. The profiler adds its
- * rows (prof.*, thread.prof.*) through prof_hook.h. */
+ * The names are rows in the modules that own them (ctl.h); this file
+ * lists the modules' tables, finds the row a name matches ('#' matches a
+ * decimal index) and makes the checks the row asks for. opt.<key> names
+ * come from the NALLOC_CONF rows themselves, so every option is readable
+ * without a row of its own. */
 #include "ctl.h"
 
 #include <string.h>
@@ -17,10 +18,6 @@
 #include "tsd.h"
 #include "nalloc.h"
 #include "../prof/prof_hook.h"
-
-/* arena.<i>.purge with this index means every arena, as in jemalloc
- * (MALLCTL_ARENAS_ALL). */
-#define CTL_ARENAS_ALL 4096
 
 int ctl_out(void *oldp, size_t *oldlenp, const void *v, size_t len) {
   if (oldp == NULL && oldlenp == NULL) return 0;
@@ -45,152 +42,118 @@ int ctl_in(void *newp, size_t newlen, void *v, size_t len) {
   return 0;
 }
 
-#define CTL_FN(name) \
-  static int name(const size_t *idx, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
-
-CTL_FN(ctl_version) {
-  (void)idx;
-  CTL_READONLY();
-  const char *v = NALLOC_VERSION;
-  return ctl_out(oldp, oldlenp, &v, sizeof v);
+int ctl_in_opt(void *newp, size_t newlen, void *v, size_t len) {
+  if (newp == NULL && newlen == 0) return 0;
+  return ctl_in(newp, newlen, v, len); /* newlen without newp: EINVAL */
 }
 
-CTL_FN(ctl_epoch) {
-  (void)idx;
-  if (newp != NULL) {
-    uint64_t e;
-    int r = ctl_in(newp, newlen, &e, sizeof e);
-    if (r) return r;
-    stats_refresh();
-  } else {
-    stats_ensure();
-  }
-  return ctl_out(oldp, oldlenp, &stats_snapshot.epoch, sizeof(uint64_t));
-}
-
-/* Read-only figures from the snapshot. */
-#define CTL_STAT(fn, type, expr, check)          \
-  CTL_FN(fn) {                                   \
-    (void)idx;                                   \
-    CTL_READONLY();                              \
-    stats_ensure();                              \
-    if (!(check)) return ENOENT;                 \
-    type v = (type)(expr);                       \
-    return ctl_out(oldp, oldlenp, &v, sizeof v); \
-  }
-
-#define ARENA_OK (idx[0] < arenas_count)
-#define NODE_OK (idx[0] < node_count && idx[0] < STATS_MAX_NODES)
-CTL_STAT(ctl_allocated, size_t, stats_snapshot.allocated, 1)
-CTL_STAT(ctl_active, size_t, stats_snapshot.active, 1)
-CTL_STAT(ctl_resident, size_t, stats_snapshot.resident, 1)
-CTL_STAT(ctl_mapped, size_t, stats_snapshot.mapped, 1)
-CTL_STAT(ctl_metadata, size_t, stats_snapshot.metadata, 1)
-CTL_STAT(ctl_dirty, size_t, stats_snapshot.dirty, 1)
-CTL_STAT(ctl_nmalloc, uint64_t, stats_snapshot.nmalloc, 1)
-CTL_STAT(ctl_ndalloc, uint64_t, stats_snapshot.ndalloc, 1)
-CTL_STAT(ctl_a_allocated, size_t, stats_snapshot.arena[idx[0]].allocated, ARENA_OK)
-CTL_STAT(ctl_a_active, size_t, stats_snapshot.arena[idx[0]].active, ARENA_OK)
-CTL_STAT(ctl_a_dirty, size_t, stats_snapshot.arena[idx[0]].dirty, ARENA_OK)
-CTL_STAT(ctl_a_mapped, size_t, stats_snapshot.arena[idx[0]].mapped, ARENA_OK)
-CTL_STAT(ctl_a_nthreads, unsigned, stats_snapshot.arena[idx[0]].nthreads, ARENA_OK)
-CTL_STAT(ctl_a_nmalloc, uint64_t, stats_snapshot.arena[idx[0]].nmalloc, ARENA_OK)
-CTL_STAT(ctl_a_ndalloc, uint64_t, stats_snapshot.arena[idx[0]].ndalloc, ARENA_OK)
-CTL_STAT(ctl_a_npurged, uint64_t, stats_snapshot.arena[idx[0]].npurged, ARENA_OK)
-CTL_STAT(ctl_a_node, unsigned, node_of_arena((unsigned)idx[0]), ARENA_OK)
-CTL_STAT(ctl_n_allocated, size_t, stats_snapshot.node[idx[0]].allocated, NODE_OK)
-CTL_STAT(ctl_n_active, size_t, stats_snapshot.node[idx[0]].active, NODE_OK)
-CTL_STAT(ctl_n_resident, size_t, stats_snapshot.node[idx[0]].resident, NODE_OK)
-CTL_STAT(ctl_n_mapped, size_t, stats_snapshot.node[idx[0]].mapped, NODE_OK)
-CTL_STAT(ctl_n_narenas, unsigned, stats_snapshot.node[idx[0]].narenas, NODE_OK)
-CTL_STAT(ctl_narenas, unsigned, arenas_count, 1)
-CTL_STAT(ctl_page, size_t, PAGE, 1)
-CTL_STAT(ctl_nbins, unsigned, SC_NSMALL, 1)
-CTL_STAT(ctl_bin_size, size_t, sc_info[idx[0]].size, idx[0] < SC_NSMALL)
-/* A thread's first span of a class is the smallest that fits; these are
- * the later ones. */
-CTL_STAT(ctl_bin_nslots, uint32_t, sc_nslots((unsigned)idx[0], sc_info[idx[0]].npages[1]),
-         idx[0] < SC_NSMALL)
-CTL_STAT(ctl_bin_npages, uint32_t, sc_info[idx[0]].npages[1], idx[0] < SC_NSMALL)
-CTL_STAT(ctl_nodes, unsigned, node_count, 1)
-CTL_STAT(ctl_per_node, unsigned, node_arenas_per, 1)
-CTL_STAT(ctl_mbind_failures, uint64_t,
-         atomic_load_explicit(&node_mbind_failures, memory_order_relaxed), 1)
-
-CTL_FN(ctl_thread_arena) {
-  (void)idx;
-  unsigned old = tsd_arena();
-  if (newp != NULL) {
-    unsigned i;
-    int r = ctl_in(newp, newlen, &i, sizeof i);
-    if (r) return r;
-    if (i >= arenas_count || !tsd_set_arena(i)) return EINVAL;
-  }
-  return ctl_out(oldp, oldlenp, &old, sizeof old);
-}
-
-CTL_FN(ctl_tcache_flush) {
-  (void)idx;
-  (void)newlen;
-  if (oldp != NULL || oldlenp != NULL || newp != NULL) return EPERM;
-  tsd_flush();
+int ctl_rw_bool(_Atomic bool *v, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+  bool old = atomic_load(v);
+  unsigned char byte = 0;
+  int e = ctl_in_opt(newp, newlen, &byte, sizeof byte);
+  if (e) return e;
+  if (byte > 1) return EINVAL;
+  e = ctl_out(oldp, oldlenp, &old, sizeof old);
+  if (e) return e;
+  if (newp != NULL) atomic_store(v, byte == 1);
   return 0;
 }
 
-/* arena.<i>.purge; i == narenas (or CTL_ARENAS_ALL) purges every arena. */
-CTL_FN(ctl_arena_purge) {
-  (void)newlen;
-  if (oldp != NULL || oldlenp != NULL || newp != NULL) return EPERM;
-  size_t i = idx[0];
-  if (i < arenas_count) {
-    arena_t *a = arena_get((unsigned)i);
-    if (a == NULL) return ENOMEM;
-    arena_purge(a, true);
-    return 0;
-  }
-  if (i != arenas_count && i != CTL_ARENAS_ALL) return ENOENT;
-  FOR_EACH_ARENA(a) arena_purge(a, true);
-  return 0;
-}
-
-static const ctl_entry_t ctl_alloc_entries[] = {
-    {"version", ctl_version},
-    {"epoch", ctl_epoch},
-    {"stats.allocated", ctl_allocated},
-    {"stats.active", ctl_active},
-    {"stats.resident", ctl_resident},
-    {"stats.mapped", ctl_mapped},
-    {"stats.metadata", ctl_metadata},
-    {"stats.dirty", ctl_dirty},
-    {"stats.nmalloc", ctl_nmalloc},
-    {"stats.ndalloc", ctl_ndalloc},
-    {"stats.arenas.#.allocated", ctl_a_allocated},
-    {"stats.arenas.#.active", ctl_a_active},
-    {"stats.arenas.#.dirty", ctl_a_dirty},
-    {"stats.arenas.#.mapped", ctl_a_mapped},
-    {"stats.arenas.#.nthreads", ctl_a_nthreads},
-    {"stats.arenas.#.nmalloc", ctl_a_nmalloc},
-    {"stats.arenas.#.ndalloc", ctl_a_ndalloc},
-    {"stats.arenas.#.npurged", ctl_a_npurged},
-    {"stats.arenas.#.node", ctl_a_node},
-    {"arenas.narenas", ctl_narenas},
-    {"arenas.page", ctl_page},
-    {"arenas.nbins", ctl_nbins},
-    {"arenas.bin.#.size", ctl_bin_size},
-    {"arenas.bin.#.nslots", ctl_bin_nslots},
-    {"arenas.bin.#.npages", ctl_bin_npages},
-    {"arena.#.purge", ctl_arena_purge},
-    {"numa.nodes", ctl_nodes},
-    {"numa.narenas_per_node", ctl_per_node},
-    {"numa.mbind_failures", ctl_mbind_failures},
-    {"numa.node.#.allocated", ctl_n_allocated},
-    {"numa.node.#.active", ctl_n_active},
-    {"numa.node.#.resident", ctl_n_resident},
-    {"numa.node.#.mapped", ctl_n_mapped},
-    {"numa.node.#.narenas", ctl_n_narenas},
-    {"thread.arena", ctl_thread_arena},
-    {"thread.tcache.flush", ctl_tcache_flush},
+static const ctl_row_t ctl_rows[] = {
+    {"version", CTL_STR, CTL_RO, 0, .v.s = NALLOC_VERSION},
 };
+static const ctl_table_t ctl_own_table = {ctl_rows, ARRAY_LEN(ctl_rows)};
+
+/* Every module's names. A module with names of its own for the first time
+ * adds its table here. */
+static const ctl_table_t *const ctl_tables[] = {
+    &ctl_own_table,  &stats_ctl_table, &arena_ctl_table,     &sc_ctl_table,
+    &node_ctl_table, &tsd_ctl_table,   &prof_ctl_table,      &prof_http_ctl_table,
+};
+
+/* Bytes of a value of type t. */
+static size_t ctl_size(ctl_type_t t) {
+  switch (t) {
+  case CTL_BOOL: return sizeof(bool);
+  case CTL_UNSIGNED: return sizeof(unsigned);
+  case CTL_U32: return sizeof(uint32_t);
+  case CTL_SIZE: return sizeof(size_t);
+  case CTL_U64: return sizeof(uint64_t);
+  case CTL_STR: return sizeof(const char *);
+  case CTL_NONE: return 0;
+  }
+  return 0;
+}
+
+/* Reads a row's value: from its getter (converted to the row's type) or
+ * its pointer (index i at ptr + i * stride). */
+static int ctl_read(const ctl_row_t *r, size_t i, void *oldp, size_t *oldlenp) {
+  size_t len = ctl_size(r->type);
+  if (r->type == CTL_STR) return ctl_out(oldp, oldlenp, &r->v.s, len);
+  if (r->get != NULL || r->get_i != NULL) {
+    uint64_t x = r->get_i != NULL ? r->get_i(i) : r->get();
+    union {
+      bool b;
+      unsigned u;
+      uint32_t u32;
+      size_t z;
+      uint64_t u64;
+    } v;
+    switch (r->type) {
+    case CTL_BOOL: v.b = x != 0; break;
+    case CTL_UNSIGNED: v.u = (unsigned)x; break;
+    case CTL_U32: v.u32 = (uint32_t)x; break;
+    case CTL_SIZE: v.z = (size_t)x; break;
+    default: v.u64 = x; break;
+    }
+    return ctl_out(oldp, oldlenp, &v, len);
+  }
+  const void *p = NULL;
+  switch (r->type) {
+  case CTL_BOOL: p = r->v.b; break;
+  case CTL_UNSIGNED: p = r->v.u; break;
+  case CTL_U32: p = r->v.u32; break;
+  case CTL_SIZE: p = r->v.z; break;
+  case CTL_U64: p = r->v.u64; break;
+  case CTL_STR: case CTL_NONE: break; /* no pointer to a value */
+  }
+  nalloc_assert(p != NULL);
+  return ctl_out(oldp, oldlenp, (const char *)p + i * (r->index ? r->index->stride : 0), len);
+}
+
+/* The checks the row asks for, in ctl.h's order, then its value or its
+ * handler. */
+static int ctl_call(const ctl_row_t *r, const size_t *idx, void *oldp, size_t *oldlenp,
+                    void *newp, size_t newlen) {
+  /* A well-formed row: at most one getter or handler, and a range for
+   * its index unless its handler checks the index itself. */
+  nalloc_assert((r->fn != NULL) + (r->get != NULL) + (r->get_i != NULL) <= 1);
+  nalloc_assert(strchr(r->name, '#') == NULL || r->index != NULL || r->fn != NULL);
+  nalloc_assert(r->get_i == NULL || r->index != NULL);
+  if ((r->flags & CTL_PROF) && !opt_prof) return ENOENT;
+  switch (r->access) {
+  case CTL_RO:
+    if (newp != NULL || newlen != 0) return EPERM;
+    break;
+  case CTL_WO:
+    if (oldp != NULL || oldlenp != NULL) return EPERM;
+    if (r->type == CTL_NONE && newp != NULL) return EPERM;
+    break;
+  case CTL_RW:
+    break;
+  }
+  if (r->flags & CTL_SNAPSHOT) stats_ensure();
+  const ctl_index_t *ix = r->index;
+  if (ix != NULL && (idx[0] >= ix->max || (ix->count != NULL && idx[0] >= *ix->count)))
+    return ENOENT;
+  if (r->fn != NULL) return r->fn(idx, oldp, oldlenp, newp, newlen);
+  if (r->access == CTL_RW) {
+    nalloc_assert(r->type == CTL_BOOL && r->v.ab != NULL);
+    return ctl_rw_bool(r->v.ab, oldp, oldlenp, newp, newlen);
+  }
+  nalloc_assert(r->access == CTL_RO);
+  return ctl_read(r, ix != NULL ? idx[0] : 0, oldp, oldlenp);
+}
 
 /* Matches `name` against `pat`, collecting the '#' indices. */
 static bool ctl_match(const char *pat, const char *name, size_t *idx, unsigned *nidx) {
@@ -214,7 +177,7 @@ static bool ctl_match(const char *pat, const char *name, size_t *idx, unsigned *
 
 static int ctl_opt(const conf_entry_t *e, void *oldp, size_t *oldlenp, void *newp,
                    size_t newlen) {
-  CTL_READONLY();
+  if (newp != NULL || newlen != 0) return EPERM; /* options are read-only */
   switch (e->type) {
   case CONF_BOOL: return ctl_out(oldp, oldlenp, e->ptr, sizeof(bool));
   case CONF_UNSIGNED: return ctl_out(oldp, oldlenp, e->ptr, sizeof(unsigned));
@@ -244,11 +207,11 @@ NALLOC_EXPORT int nalloc_ctl(const char *name, void *oldp, size_t *oldlenp, void
   }
   size_t idx[4] = {0};
   unsigned nidx;
-  for (size_t i = 0; i < sizeof ctl_alloc_entries / sizeof *ctl_alloc_entries; i++)
-    if (ctl_match(ctl_alloc_entries[i].name, name, idx, &nidx))
-      return ctl_alloc_entries[i].fn(idx, oldp, oldlenp, newp, newlen);
-  for (size_t i = 0; i < prof_ctl_nentries; i++)
-    if (ctl_match(prof_ctl_entries[i].name, name, idx, &nidx))
-      return prof_ctl_entries[i].fn(idx, oldp, oldlenp, newp, newlen);
+  for (size_t t = 0; t < ARRAY_LEN(ctl_tables); t++)
+    for (size_t i = 0; i < ctl_tables[t]->n; i++) {
+      const ctl_row_t *r = &ctl_tables[t]->rows[i];
+      if (ctl_match(r->name, name, idx, &nidx))
+        return ctl_call(r, idx, oldp, oldlenp, newp, newlen);
+    }
   return ENOENT;
 }

@@ -65,25 +65,32 @@ void free_slow(void *p, int fn) {
   if (!free_small(s, i)) double_free(fn, p);
 }
 
-/* entry_free found p at the start of slot i of s, but s is not one of the
- * thread's spans on the fast path: another thread's block (the common
- * case), or a span of its own that is full or holds sampled slots. The
+/* entry_free found p at the start of slot i of s, but s is not one of
+ * h's spans on the fast path: another thread's block (the common case),
+ * or a span of h's own that is full or holds sampled slots. The
  * double-free check is the push's. */
-void free_slot_slow(void *p, span_t *s, uint32_t i, int fn) {
+void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
   if (unlikely(s->kind != SPAN_SMALL)) {
     free_slow(p, fn);
     return;
   }
-  if (atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL) {
+  if (likely(atomic_load_explicit(&s->prof, memory_order_relaxed) == NULL)) {
+    /* another thread's block: straight to its remote bitmap (a shared
+     * heap's spans and h's own full spans take free_small's way) */
+    heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+    if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
+      if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
+      return;
+    }
+  } else {
     sample_release_slot(s, i, p);
     /* exact mode's common case: the thread's own span, not full */
-    heap_t *me = tsd_get()->heap;
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me &&
-        me != &heap_none && s->list != SL_FULL) {
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h &&
+        h != &heap_none && s->list != SL_FULL) {
       int r = span_push(s, i);
       if (likely(r == PUSH_OK)) return;
       if (r == PUSH_EMPTY) {
-        heap_span_empty(me, s);
+        heap_span_empty(h, s);
         return;
       }
       double_free(fn, p);

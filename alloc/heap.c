@@ -18,6 +18,16 @@
  * back to the page heap (where other classes and threads can use them). */
 #define HEAP_EMPTY_KEEP 1
 
+bool opt_tcache = true;
+size_t opt_tcache_max = SC_SMALL_MAX;
+
+static const conf_entry_t heap_conf_rows[] = {
+    {"tcache", CONF_BOOL, &opt_tcache, 0, 0, NULL, 0, "per-thread caches"},
+    {"tcache_max", CONF_SIZE, &opt_tcache_max, 0, (int64_t)SC_SMALL_MAX, NULL, 0,
+     "largest size kept in thread caches"},
+};
+const conf_table_t heap_conf_table = {heap_conf_rows, ARRAY_LEN(heap_conf_rows)};
+
 heap_t heap_none = {.cur = {[0 ... SC_NSMALL - 1] = &span_none}};
 
 static nlock_t heaps_lock = NLOCK_INITIALIZER(LOCK_HEAPS);
@@ -26,18 +36,25 @@ static heap_t *heaps_free; /* heaps of exited threads, for new ones */
 
 /* ---- owner-private span lists ------------------------------------------ */
 
-static void list_push(span_t **head, span_t *s) {
-  s->prev = NULL;
-  s->next = *head;
-  if (*head) (*head)->prev = s;
-  *head = s;
+static void list_append(span_list_t *l, span_t *s) {
+  s->next = NULL;
+  s->prev = l->tail;
+  if (l->tail) l->tail->next = s;
+  else l->head = s;
+  l->tail = s;
 }
 
-static void list_remove(span_t **head, span_t *s) {
+static void list_remove(span_list_t *l, span_t *s) {
   if (s->prev) s->prev->next = s->next;
-  else *head = s->next;
+  else l->head = s->next;
   if (s->next) s->next->prev = s->prev;
+  else l->tail = s->prev;
   s->next = s->prev = NULL;
+}
+
+static span_list_t *heap_list(heap_bin_t *b, uint8_t list) {
+  nalloc_assert(list == SL_AVAIL || list == SL_FULL || list == SL_EMPTY);
+  return list == SL_AVAIL ? &b->avail : list == SL_FULL ? &b->full : &b->empty;
 }
 
 /* A thread heap's spans take fast frees; a shared heap's never do (no
@@ -49,17 +66,16 @@ static void heap_put(heap_t *h, span_t *s, uint8_t list) {
   nalloc_assert(s->list == SL_NONE && atomic_load(&s->owner) == h);
   span_check(s);
   s->list = list;
-  list_push(list == SL_AVAIL ? &b->avail : list == SL_FULL ? &b->full : &b->empty, s);
+  list_append(heap_list(b, list), s);
   if (list == SL_EMPTY) b->nempty++;
   span_set_fast(s, list == SL_FULL ? NULL : heap_fast(h));
 }
 
 static void heap_take(heap_t *h, span_t *s) {
   heap_bin_t *b = &h->bins[s->cls];
-  nalloc_assert(s->list == SL_AVAIL || s->list == SL_FULL || s->list == SL_EMPTY);
   nalloc_assert(s->list != SL_EMPTY || b->nempty > 0);
   if (s->list == SL_EMPTY) b->nempty--;
-  list_remove(s->list == SL_AVAIL ? &b->avail : s->list == SL_FULL ? &b->full : &b->empty, s);
+  list_remove(heap_list(b, s->list), s);
   s->list = SL_NONE;
 }
 
@@ -157,10 +173,10 @@ static bool heap_drain(heap_t *h) {
 /* The next span for class cls, taken off every list. */
 static span_t *heap_next(heap_t *h, unsigned cls) {
   heap_bin_t *b = &h->bins[cls];
-  span_t *s = b->avail;
+  span_t *s = b->avail.head;
   if (s == NULL && atomic_load_explicit(&h->rqueue, memory_order_relaxed) && heap_drain(h))
-    s = b->avail;
-  if (s == NULL) s = b->empty;
+    s = b->avail.head;
+  if (s == NULL) s = b->empty.head;
   if (s != NULL) {
     heap_take(h, s);
     return s;
@@ -236,7 +252,7 @@ static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
                       bool unlink) {
   for (unsigned c = 0; c < SC_NSMALL; c++) {
     heap_bin_t *b = &h->bins[c];
-    span_t *lists[3] = {b->avail, b->full, b->empty};
+    span_t *lists[3] = {b->avail.head, b->full.head, b->empty.head};
     for (int k = 0; k < 3; k++)
       for (span_t *s = lists[k], *next; s != NULL; s = next) {
         next = s->next;

@@ -12,7 +12,14 @@
 #ifndef NALLOC_HEAP_H
 #define NALLOC_HEAP_H
 
+#include "conf.h"
 #include "span.h"
+
+/* tcache: threads get heaps of their own (else every thread uses its
+ * arena's shared heap); tcache_max: the largest size they serve. */
+extern bool opt_tcache;
+extern size_t opt_tcache_max;
+extern const conf_table_t heap_conf_table;
 
 /* The heap of a thread that has none (not set up yet, tcache:false, or
  * exiting): every class's current span is span_none. Never written. */

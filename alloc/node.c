@@ -27,15 +27,44 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "conf.h"
 #include "log.h"
 
 #define NODE_MPOL_PREFERRED 1          /* linux/mempolicy.h */
 #define NODE_MPOL_F_MEMS_ALLOWED (1 << 2)
 
+unsigned opt_narenas = 0;
+unsigned opt_narenas_per_node = 0;
+bool opt_numa = true;
+unsigned opt_numa_nodes = 0;
+
+static const conf_entry_t node_conf_rows[] = {
+    {"narenas", CONF_UNSIGNED, &opt_narenas, 0, ARENAS_MAX, NULL, 0,
+     "number of arenas (0: numa nodes x narenas_per_node)"},
+    {"narenas_per_node", CONF_UNSIGNED, &opt_narenas_per_node, 0, 256, NULL, 0,
+     "arenas per NUMA node (0: CPUs per node)"},
+    {"numa", CONF_BOOL, &opt_numa, 0, 0, NULL, 0,
+     "group arenas by NUMA node and bind their memory to it"},
+    {"numa_nodes", CONF_UNSIGNED, &opt_numa_nodes, 0, 64, NULL, 0,
+     "pretend this many NUMA nodes (0: the real topology)"},
+};
+const conf_table_t node_conf_table = {node_conf_rows, ARRAY_LEN(node_conf_rows)};
+
 unsigned node_count = 1;
 unsigned node_arenas_per = 1;
 _Atomic uint64_t node_mbind_failures;
+
+static uint64_t node_ctl_mbind_failures(void) {
+  return atomic_load_explicit(&node_mbind_failures, memory_order_relaxed);
+}
+
+static const ctl_row_t node_ctl_rows[] = {
+    {"numa.nodes", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .v.u = &node_count},
+    {"numa.narenas_per_node", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .v.u = &node_arenas_per},
+    {"numa.mbind_failures", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .get = node_ctl_mbind_failures},
+};
+const ctl_table_t node_ctl_table = {node_ctl_rows, ARRAY_LEN(node_ctl_rows)};
+
 static unsigned node_real[NODE_MAX]; /* the real node ids this process may use */
 static unsigned node_nreal = 1;
 static unsigned node_total_arenas = 1;

@@ -10,9 +10,19 @@
 #ifndef NALLOC_NODE_H
 #define NALLOC_NODE_H
 
+#include "conf.h"
+#include "ctl.h"
 #include "types.h"
 
 #define NODE_MAX 64
+
+extern unsigned opt_narenas;          /* 0: nodes * narenas_per_node */
+extern unsigned opt_narenas_per_node; /* 0: CPUs of the node */
+extern bool opt_numa;                 /* bind arenas and threads to nodes */
+extern unsigned opt_numa_nodes;       /* >0: pretend this many nodes */
+/* The options above, and the numa.* names but the per-node statistics. */
+extern const conf_table_t node_conf_table;
+extern const ctl_table_t node_ctl_table;
 
 extern unsigned node_count;       /* nodes arenas are grouped by (real or pretended) */
 extern unsigned node_arenas_per;  /* arenas per node */

@@ -11,6 +11,14 @@
 #include "os.h"
 #include "pagemap.h"
 
+ssize_t opt_dirty_decay_ms = 10000;
+
+static const conf_entry_t page_heap_conf_rows[] = {
+    {"dirty_decay_ms", CONF_SSIZE, &opt_dirty_decay_ms, -1, (int64_t)1 << 40, NULL, 0,
+     "ms before freed pages are returned to the OS (-1: never, 0: at once)"},
+};
+const conf_table_t page_heap_conf_table = {page_heap_conf_rows, ARRAY_LEN(page_heap_conf_rows)};
+
 span_t *pheap_rec_new(arena_t *a) {
   span_t *r = a->rec_cache;
   if (r != NULL) {

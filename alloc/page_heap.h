@@ -8,7 +8,13 @@
 #ifndef NALLOC_PAGE_HEAP_H
 #define NALLOC_PAGE_HEAP_H
 
+#include "conf.h"
 #include "types.h"
+
+/* ms a freed page stays dirty before decay purges it (-1: never, 0: at
+ * once): read here and by the background thread. */
+extern ssize_t opt_dirty_decay_ms;
+extern const conf_table_t page_heap_conf_table;
 
 #define HEAP_CHUNK ((size_t)4 << 20)   /* bytes mapped at a time */
 #define HEAP_POPULATE ((size_t)64 << 10) /* fresh bytes faulted in at once */

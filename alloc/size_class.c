@@ -6,3 +6,29 @@
 #include "size_class.h"
 
 #include "sc_table.inc"
+
+/* ---- ctl: arenas.page, arenas.nbins, arenas.bin.<i>.* ------------------- */
+
+static const size_t sc_ctl_page = PAGE;
+static const unsigned sc_ctl_nbins = SC_NSMALL;
+static const ctl_index_t sc_ctl_bins = {NULL, SC_NSMALL, 0};
+
+static uint64_t sc_ctl_size(size_t i) { return sc_info[i].size; }
+/* A thread's first span of a class is the smallest that fits; these are
+ * the later ones. */
+static uint64_t sc_ctl_npages(size_t i) { return sc_info[i].npages[1]; }
+static uint64_t sc_ctl_nslots(size_t i) {
+  return sc_nslots((unsigned)i, sc_info[i].npages[1]);
+}
+
+static const ctl_row_t sc_ctl_rows[] = {
+    {"arenas.page", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &sc_ctl_page},
+    {"arenas.nbins", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .v.u = &sc_ctl_nbins},
+    {"arenas.bin.#.size", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .get_i = sc_ctl_size,
+     .index = &sc_ctl_bins},
+    {"arenas.bin.#.nslots", CTL_U32, CTL_RO, CTL_SNAPSHOT, .get_i = sc_ctl_nslots,
+     .index = &sc_ctl_bins},
+    {"arenas.bin.#.npages", CTL_U32, CTL_RO, CTL_SNAPSHOT, .get_i = sc_ctl_npages,
+     .index = &sc_ctl_bins},
+};
+const ctl_table_t sc_ctl_table = {sc_ctl_rows, ARRAY_LEN(sc_ctl_rows)};

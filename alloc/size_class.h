@@ -4,9 +4,12 @@
 #ifndef NALLOC_SIZE_CLASS_H
 #define NALLOC_SIZE_CLASS_H
 
+#include "ctl.h"
 #include "types.h"
 
 extern const sc_info_t sc_info[SC_NSMALL];
+/* arenas.page, arenas.nbins, arenas.bin.<i>.*: the classes' geometry. */
+extern const ctl_table_t sc_ctl_table;
 /* Class of each small request, by (size + 15) / 16: one load on the fast
  * path (4 KiB, of which a program touches the few lines it uses). */
 extern const uint8_t sc_lookup[SC_SMALL_MAX / 16 + 1];

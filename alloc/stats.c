@@ -12,11 +12,19 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "conf.h"
+#include "heap.h"
 #include "lock.h"
 #include "log.h"
 #include "node.h"
 #include "../prof/prof_hook.h"
+
+bool opt_stats_print = false;
+
+static const conf_entry_t stats_conf_rows[] = {
+    {"stats_print", CONF_BOOL, &opt_stats_print, 0, 0, NULL, 0,
+     "print statistics to stderr at exit"},
+};
+const conf_table_t stats_conf_table = {stats_conf_rows, ARRAY_LEN(stats_conf_rows)};
 
 stats_t stats_snapshot;
 static bool stats_taken;
@@ -114,3 +122,68 @@ struct mallinfo2 stats_mallinfo2(void) {
 void stats_prefork(void) { nlock_prefork(&stats_lock); }
 void stats_postfork_parent(void) { nlock_postfork_parent(&stats_lock); }
 void stats_postfork_child(void) { (void)nlock_postfork_child(&stats_lock); }
+
+/* ---- ctl: epoch and the figures of the snapshot -------------------------- */
+
+/* epoch: writing refreshes the snapshot; reading takes the first one. */
+static int stats_ctl_epoch(const size_t *idx, void *oldp, size_t *oldlenp, void *newp,
+                           size_t newlen) {
+  (void)idx;
+  if (newp != NULL) {
+    uint64_t e;
+    int r = ctl_in(newp, newlen, &e, sizeof e);
+    if (r) return r;
+    stats_refresh();
+  } else {
+    stats_ensure();
+  }
+  return ctl_out(oldp, oldlenp, &stats_snapshot.epoch, sizeof(uint64_t));
+}
+
+static uint64_t stats_ctl_arena_node(size_t i) { return node_of_arena((unsigned)i); }
+
+/* Arenas that exist; nodes that exist and have a row in the snapshot. */
+static const ctl_index_t stats_arenas = {&arenas_count, ARENAS_MAX, sizeof(arena_stats_t)};
+static const ctl_index_t stats_nodes = {&node_count, STATS_MAX_NODES,
+                                        sizeof stats_snapshot.node[0]};
+
+static const ctl_row_t stats_ctl_rows[] = {
+    {"epoch", CTL_U64, CTL_RW, 0, .fn = stats_ctl_epoch},
+    {"stats.allocated", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.allocated},
+    {"stats.active", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.active},
+    {"stats.resident", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.resident},
+    {"stats.mapped", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.mapped},
+    {"stats.metadata", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.metadata},
+    {"stats.dirty", CTL_SIZE, CTL_RO, CTL_SNAPSHOT, .v.z = &stats_snapshot.dirty},
+    {"stats.nmalloc", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.nmalloc},
+    {"stats.ndalloc", CTL_U64, CTL_RO, CTL_SNAPSHOT, .v.u64 = &stats_snapshot.ndalloc},
+    {"stats.arenas.#.allocated", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.arena[0].allocated, .index = &stats_arenas},
+    {"stats.arenas.#.active", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.arena[0].active, .index = &stats_arenas},
+    {"stats.arenas.#.dirty", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.arena[0].dirty, .index = &stats_arenas},
+    {"stats.arenas.#.mapped", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.arena[0].mapped, .index = &stats_arenas},
+    {"stats.arenas.#.nthreads", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT,
+     .v.u = &stats_snapshot.arena[0].nthreads, .index = &stats_arenas},
+    {"stats.arenas.#.nmalloc", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .v.u64 = &stats_snapshot.arena[0].nmalloc, .index = &stats_arenas},
+    {"stats.arenas.#.ndalloc", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .v.u64 = &stats_snapshot.arena[0].ndalloc, .index = &stats_arenas},
+    {"stats.arenas.#.npurged", CTL_U64, CTL_RO, CTL_SNAPSHOT,
+     .v.u64 = &stats_snapshot.arena[0].npurged, .index = &stats_arenas},
+    {"stats.arenas.#.node", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT, .get_i = stats_ctl_arena_node,
+     .index = &stats_arenas},
+    {"numa.node.#.allocated", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.node[0].allocated, .index = &stats_nodes},
+    {"numa.node.#.active", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.node[0].active, .index = &stats_nodes},
+    {"numa.node.#.resident", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.node[0].resident, .index = &stats_nodes},
+    {"numa.node.#.mapped", CTL_SIZE, CTL_RO, CTL_SNAPSHOT,
+     .v.z = &stats_snapshot.node[0].mapped, .index = &stats_nodes},
+    {"numa.node.#.narenas", CTL_UNSIGNED, CTL_RO, CTL_SNAPSHOT,
+     .v.u = &stats_snapshot.node[0].narenas, .index = &stats_nodes},
+};
+const ctl_table_t stats_ctl_table = {stats_ctl_rows, ARRAY_LEN(stats_ctl_rows)};

@@ -6,8 +6,15 @@
 #include <malloc.h>
 
 #include "arena.h"
+#include "conf.h"
+#include "ctl.h"
 
 #define STATS_MAX_NODES 64
+
+extern bool opt_stats_print; /* print the statistics at exit */
+extern const conf_table_t stats_conf_table;
+/* epoch, stats.* and numa.node.<i>.*: the snapshot. */
+extern const ctl_table_t stats_ctl_table;
 
 typedef struct stats_s {
   uint64_t epoch;

@@ -8,7 +8,6 @@
 
 #include "arena.h"
 #include "boot.h"
-#include "conf.h"
 #include "heap.h"
 #include "lock.h"
 #include "node.h"
@@ -127,6 +126,34 @@ void tsd_flush(void) {
   tsd_t *tsd = tsd_get();
   if (tsd->state == TSD_NOMINAL && tsd->heap != &heap_none) heap_flush(tsd->heap);
 }
+
+/* ---- ctl: thread.arena, thread.tcache.flush ------------------------------ */
+
+static int tsd_ctl_arena(const size_t *idx, void *oldp, size_t *oldlenp, void *newp,
+                         size_t newlen) {
+  (void)idx;
+  unsigned old = tsd_arena();
+  if (newp != NULL) {
+    unsigned i;
+    int r = ctl_in(newp, newlen, &i, sizeof i);
+    if (r) return r;
+    if (i >= arenas_count || !tsd_set_arena(i)) return EINVAL;
+  }
+  return ctl_out(oldp, oldlenp, &old, sizeof old);
+}
+
+static int tsd_ctl_flush(const size_t *idx, void *oldp, size_t *oldlenp, void *newp,
+                         size_t newlen) {
+  (void)idx, (void)oldp, (void)oldlenp, (void)newp, (void)newlen; /* none: a command */
+  tsd_flush();
+  return 0;
+}
+
+static const ctl_row_t tsd_ctl_rows[] = {
+    {"thread.arena", CTL_UNSIGNED, CTL_RW, 0, .fn = tsd_ctl_arena},
+    {"thread.tcache.flush", CTL_NONE, CTL_WO, 0, .fn = tsd_ctl_flush},
+};
+const ctl_table_t tsd_ctl_table = {tsd_ctl_rows, ARRAY_LEN(tsd_ctl_rows)};
 
 /* The child's thread has a kernel id of its own; its heap is usable only
  * if fork did not interrupt one of its slow paths (fork from a signal

@@ -7,6 +7,7 @@
 #ifndef NALLOC_TSD_H
 #define NALLOC_TSD_H
 
+#include "ctl.h"
 #include "types.h"
 
 extern __thread tsd_t nalloc_tsd __attribute__((tls_model("initial-exec")));
@@ -33,5 +34,7 @@ bool tsd_set_arena(unsigned i);
 void tsd_flush(void);
 /* Fork child: the forking thread is the only one left. */
 void tsd_postfork_child(void);
+/* thread.arena, thread.tcache.flush. */
+extern const ctl_table_t tsd_ctl_table;
 
 #endif

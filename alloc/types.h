@@ -126,10 +126,18 @@ typedef struct span_s {
 #define SPAN_RBITS SPAN_MAX_WORDS
 
 /* ---- heaps (heap.c) ---------------------------------------------------- */
+/* A heap's doubly linked list of spans (through span.next/prev). */
+typedef struct span_list_s {
+  span_t *head, *tail;
+} span_list_t;
+
 typedef struct heap_bin_s {
-  span_t *avail; /* spans with free slots, other than the current one */
-  span_t *full;  /* spans with none, waiting to hear of remote frees */
-  span_t *empty; /* spans with every slot free, kept for reuse */
+  /* spans with free slots, other than the current one, oldest first: a
+   * span that got its first free slot back joins at the tail, so it has
+   * the longest time to gather more before the heap turns to it */
+  span_list_t avail;
+  span_list_t full;  /* spans with none, waiting to hear of remote frees */
+  span_list_t empty; /* spans with every slot free, kept for reuse */
   uint32_t nempty;
   uint32_t nmade; /* spans this heap started for the class (sizing) */
 } heap_bin_t;

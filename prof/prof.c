@@ -22,8 +22,39 @@ unsigned opt_prof_unwind = PROF_UNWIND_DWARF;
 unsigned opt_prof_depth = 128;
 unsigned opt_prof_format = PROF_FORMAT_GPERFTOOLS;
 int opt_prof_signal = 0;
-bool opt_prof_peak = false;
-bool opt_prof_peak_final = false;
+
+static const char *const prof_unwind_choices[] = {"dwarf", "libunwind", "fp", NULL};
+static const char *const prof_format_choices[] = {"gperftools", "jemalloc", NULL};
+
+static const conf_entry_t prof_conf_rows[] = {
+    {"prof", CONF_BOOL, &opt_prof, 0, 0, NULL, 0,
+     "heap profiling on (needed by every other prof key)"},
+    {"prof_active", CONF_BOOL, &opt_prof_active, 0, 0, NULL, 0,
+     "sample from the start (else wait for prof.active=true)"},
+    {"prof_thread_active_init", CONF_BOOL, &opt_prof_thread_active_init, 0, 0,
+     NULL, 0, "initial thread.prof.active of new threads"},
+    {"lg_prof_sample", CONF_UNSIGNED, &opt_lg_prof_sample, 0, PROF_LG_MAX, NULL,
+     0, "mean bytes between samples = 2^N; 0 records every allocation"},
+    {"lg_prof_interval", CONF_SSIZE, &opt_lg_prof_interval, -1, PROF_LG_MAX,
+     NULL, 0, "dump every ~2^N bytes allocated (.i files); -1 off"},
+    {"prof_gdump", CONF_BOOL, &opt_prof_gdump, 0, 0, NULL, 0,
+     "dump on each new peak of the live heap (.u files)"},
+    {"prof_final", CONF_BOOL, &opt_prof_final, 0, 0, NULL, 0,
+     "dump at exit (.f file)"},
+    {"prof_leak", CONF_BOOL, &opt_prof_leak, 0, 0, NULL, 0,
+     "print a summary of live memory at exit and write the final profile"},
+    {"prof_prefix", CONF_STR, opt_prof_prefix, 0, 0, NULL, PROF_PREFIX_MAX,
+     "file name prefix of automatic dumps; empty turns them off"},
+    {"prof_unwind", CONF_ENUM, &opt_prof_unwind, 0, 0, prof_unwind_choices, 0,
+     "backtraces: dwarf (cached DWARF rules), libunwind or fp (frame pointers)"},
+    {"prof_depth", CONF_UNSIGNED, &opt_prof_depth, 1, PROF_DEPTH_MAX, NULL, 0,
+     "maximum frames per backtrace"},
+    {"prof_format", CONF_ENUM, &opt_prof_format, 0, 0, prof_format_choices, 0,
+     "gperftools (all readers) or jemalloc (jeprof, per-thread)"},
+    {"prof_signal", CONF_SIGNAL, &opt_prof_signal, 0, 0, NULL, 0,
+     "dump when this signal arrives (.s files); 0 off"},
+};
+const conf_table_t prof_conf_table = {prof_conf_rows, ARRAY_LEN(prof_conf_rows)};
 
 _Atomic bool prof_active;
 _Atomic bool prof_thread_active_init;

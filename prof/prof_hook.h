@@ -85,10 +85,12 @@ void prof_prefork(void);
 void prof_postfork_parent(void);
 void prof_postfork_child(void);
 
-/* NALLOC_CONF keys and ctl names owned by the profiler. */
-extern const conf_entry_t prof_conf_entries[];
-extern const size_t prof_conf_nentries;
-extern const ctl_entry_t prof_ctl_entries[];
-extern const size_t prof_ctl_nentries;
+/* NALLOC_CONF keys and ctl names owned by the profiler, one table per
+ * module that owns them (alloc/conf.c and alloc/ctl.c list them). */
+extern const conf_table_t prof_conf_table;      /* prof.c */
+extern const conf_table_t prof_http_conf_table; /* prof_http.c */
+extern const conf_table_t prof_peak_conf_table; /* prof_peak.c */
+extern const ctl_table_t prof_ctl_table;        /* prof_ctl.c: prof.*, thread.prof.* */
+extern const ctl_table_t prof_http_ctl_table;   /* prof_http.c: prof.http_address */
 
 #endif

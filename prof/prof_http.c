@@ -55,6 +55,17 @@ char opt_prof_http[PROF_HTTP_ADDR_MAX] = "";
 bool opt_prof_http_any = false;
 bool opt_prof_http_fork = false;
 
+static const conf_entry_t prof_http_conf_rows[] = {
+    {"prof_http", CONF_STR, opt_prof_http, 0, 0, NULL, PROF_HTTP_ADDR_MAX,
+     "serve live profiles (go tool pprof) at HOST:PORT or unix:PATH"},
+    {"prof_http_any", CONF_BOOL, &opt_prof_http_any, 0, 0, NULL, 0,
+     "let prof_http listen on an address other than loopback"},
+    {"prof_http_fork", CONF_BOOL, &opt_prof_http_fork, 0, 0, NULL, 0,
+     "fork children serve too (TCP port 0, or unix PATH.<pid>)"},
+};
+const conf_table_t prof_http_conf_table = {prof_http_conf_rows,
+                                           ARRAY_LEN(prof_http_conf_rows)};
+
 #define PH_HEAD_MAX 8192
 #define PH_BODY_MAX ((size_t)4 << 20)
 #define PH_HEAD_MS 5000
@@ -783,11 +794,8 @@ void prof_http_postfork_child(void) {
   if (opt_prof_http_fork && opt_prof) ph_start(true);
 }
 
-int ctl_prof_http_address(const size_t *idx, void *oldp, size_t *oldlenp,
-                          void *newp, size_t newlen) {
-  (void)idx;
-  if (!opt_prof) return ENOENT;
-  CTL_READONLY();
-  const char *v = ph_where;
-  return ctl_out(oldp, oldlenp, &v, sizeof v);
-}
+static const ctl_row_t prof_http_ctl_rows[] = {
+    {"prof.http_address", CTL_STR, CTL_RO, CTL_PROF, .v.s = ph_where},
+};
+const ctl_table_t prof_http_ctl_table = {prof_http_ctl_rows,
+                                         ARRAY_LEN(prof_http_ctl_rows)};

@@ -14,17 +14,15 @@
 
 #include "prof_internal.h"
 
-/* ---- options (NALLOC_CONF rows in prof_ctl.c) ---------------------------- */
+/* ---- options (NALLOC_CONF rows in prof_http.c) --------------------------- */
 #define PROF_HTTP_ADDR_MAX 160
 extern char opt_prof_http[PROF_HTTP_ADDR_MAX]; /* "" off; HOST:PORT; unix:PATH */
 extern bool opt_prof_http_any;                 /* allow non-loopback */
 extern bool opt_prof_http_fork;                /* fork children serve too */
 
-/* ---- prof_http.c: hooks from prof.c, ctl ---------------------------------- */
+/* ---- prof_http.c: hooks from prof.c (its ctl row: prof_hook.h) ------------ */
 void prof_http_boot(void);          /* prof_boot_late */
 void prof_http_postfork_child(void);
-int ctl_prof_http_address(const size_t *idx, void *oldp, size_t *oldlenp,
-                          void *newp, size_t newlen);
 
 /* ---- prof_http_buf.c ------------------------------------------------------ */
 /* A byte buffer in its own anonymous mapping, grown with mremap. Not

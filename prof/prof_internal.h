@@ -95,7 +95,7 @@
 enum { PROF_UNWIND_DWARF = 0, PROF_UNWIND_LIBUNWIND = 1, PROF_UNWIND_FP = 2 };
 enum { PROF_FORMAT_GPERFTOOLS = 0, PROF_FORMAT_JEMALLOC = 1 };
 
-/* ---- options (NALLOC_CONF; rows in prof_ctl.c) --------------------------- */
+/* ---- options (NALLOC_CONF; rows in prof.c, prof_peak.c) ------------------ */
 extern bool opt_prof_active;
 extern bool opt_prof_thread_active_init;
 extern unsigned opt_lg_prof_sample;

@@ -24,6 +24,18 @@
 
 #define PK_B ((int64_t)64 << 10)
 
+bool opt_prof_peak = false;
+bool opt_prof_peak_final = false;
+
+static const conf_entry_t prof_peak_conf_rows[] = {
+    {"prof_peak", CONF_BOOL, &opt_prof_peak, 0, 0, NULL, 0,
+     "keep the peak-heap profile in memory (prof.dump_peak writes it)"},
+    {"prof_peak_final", CONF_BOOL, &opt_prof_peak_final, 0, 0, NULL, 0,
+     "write the peak-heap profile at exit (.p file); implies prof_peak"},
+};
+const conf_table_t prof_peak_conf_table = {prof_peak_conf_rows,
+                                           ARRAY_LEN(prof_peak_conf_rows)};
+
 _Atomic uint64_t prof_pk_epoch = 1;
 static _Atomic int64_t pk_total; /* published live bytes */
 static _Atomic int64_t pk_max;   /* highest total seen */

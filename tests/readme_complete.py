@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Checks that README.md documents every NALLOC_CONF key and every
-nalloc_ctl name, as read from the conf and ctl tables in the sources.
-A key or name added to the code without a README entry fails this test."""
+nalloc_ctl name, as read from the conf and ctl rows in the sources (each
+module of alloc/ and prof/ holds its own rows: {"key", CONF_... and
+{"name", CTL_...). A key or name added to the code without a README entry
+fails this test."""
 import re
 import sys
 from pathlib import Path
 
 top = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent)
 readme = (top / "README.md").read_text()
-sources = [top / "alloc/conf.c", top / "alloc/ctl.c", top / "prof/prof_ctl.c"]
+sources = sorted((top / "alloc").glob("*.c")) + sorted((top / "prof").glob("*.c"))
 text = "".join(p.read_text() for p in sources)
 
 keys = re.findall(r'\{"([a-z_]+)",\s*CONF_', text)
-names = re.findall(r'\{"([a-z_#.]+)",\s*ctl_\w+\}', text)
+names = re.findall(r'\{"([a-z_#.]+)",\s*CTL_[A-Z0-9]+,', text)
 missing = []
 for k in keys:
     if f"`{k}`" not in readme:

@@ -13,8 +13,8 @@ if [ ! -x "$fuzzer" ]; then
   exit 77
 fi
 rm -rf "$work" && mkdir -p "$work/corpus" && cd "$work" || exit 1
-keys=$(grep -ho '{"[a-z_]*", *CONF_' "$src/alloc/conf.c" "$src/prof/prof_ctl.c" | sed 's/{"\([a-z_]*\)".*/\1/')
-names=$(grep -ho '{"[a-z_#.]*", *ctl_[a-z_]*}' "$src/alloc/ctl.c" "$src/prof/prof_ctl.c" |
+keys=$(grep -ho '{"[a-z_]*", *CONF_' "$src"/alloc/*.c "$src"/prof/*.c | sed 's/{"\([a-z_]*\)".*/\1/')
+names=$(grep -ho '{"[a-z_#.]*", *CTL_[A-Z0-9]*,' "$src"/alloc/*.c "$src"/prof/*.c |
         sed 's/{"\([a-z_#.]*\)".*/\1/; s/#/0/g')
 [ -n "$keys" ] && [ -n "$names" ] || { echo "no keys or names found in $src"; exit 1; }
 i=0

@@ -20,8 +20,12 @@
 
 #include "background.h"
 #include "conf.h"
+#include "heap.h"
 #include "log.h"
 #include "nalloc.h"
+#include "node.h"
+#include "page_heap.h"
+#include "stats.h"
 #include "../prof/prof_http.h"
 #include "../prof/prof_internal.h"
 
