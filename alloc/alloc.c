@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "background.h"
 #include "entry.h"
 #include "heap.h"
 #include "large.h"
@@ -19,7 +20,10 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
   heap_t *h = tsd->heap;
   if (h != &heap_none && sc_size(cls) <= opt_tcache_max) {
     void *p = span_pop(h->cur[cls]);
-    return p != NULL ? p : heap_alloc_slow(h, cls);
+    if (p != NULL) return p;
+    p = heap_alloc_slow(h, cls);
+    background_poll(); /* new spans may have asked for the decay thread */
+    return p;
   }
   arena_t *a = arena_get(tsd->state == TSD_NOMINAL ? tsd->arena : 0);
   return a != NULL ? arena_shared_alloc(a, cls) : NULL;

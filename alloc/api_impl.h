@@ -4,6 +4,7 @@
  * Each function passes its own return address to the profiler. */
 #include <malloc.h>
 
+#include "boot.h"
 #include "entry.h"
 #include "stats.h"
 
@@ -71,4 +72,7 @@ NALLOC_EXPORT void NAME(free_aligned_sized)(void *p, size_t align, size_t size) 
 
 NALLOC_EXPORT int NAME(malloc_trim)(size_t pad) { return entry_trim(pad); }
 
-NALLOC_EXPORT void NAME(malloc_stats)(void) { stats_print(); }
+NALLOC_EXPORT void NAME(malloc_stats)(void) {
+  nalloc_boot_discover(); /* the real nodes and arenas */
+  stats_print();
+}

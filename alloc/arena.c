@@ -16,7 +16,12 @@ _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned arenas_count = 1;
 static nlock_t arenas_lock = NLOCK_INITIALIZER(LOCK_ARENAS);
 
-void arena_boot(void) { arenas_count = node_arena_count(); }
+/* At boot, and again when NUMA discovery (node_discover) sets the real
+ * count; never fewer than a fork child's arena_usable already added. */
+void arena_boot(void) {
+  unsigned n = node_arena_count();
+  if (n > arenas_count) arenas_count = n;
+}
 
 static arena_t *arena_create(unsigned i) {
   arena_t *a = base_alloc(sizeof(arena_t));

@@ -7,7 +7,12 @@
  * pieces carved by a bump pointer, with one free list per 16-byte size, so
  * freed blocks come back warm (a fresh page costs a fault); bigger blocks
  * are mapped directly. The bump pointer's pages are faulted in ahead of it,
- * a run at a time. */
+ * a run at a time.
+ *
+ * The first piece is the library's own .bss (base_first), which the loader
+ * maps with the library anyway: a process whose metadata fits in it (a
+ * shell, a `cat`: a few KiB) makes no system call for metadata, and its
+ * untouched pages cost nothing. */
 #include "base.h"
 
 #include "lock.h"
@@ -23,9 +28,11 @@
  * pages costs less than two faults. The window grows with what the bump
  * pointer has handed out, so a short-lived process (a shell's `cat`) that
  * needs a few pages of metadata faults in those and no more; a window
- * under BASE_POPULATE_MIN is left to fault on touch. */
+ * under BASE_POPULATE_MIN is left to fault on touch: a process is only
+ * populated ahead once it has used as much (a `cat` uses a few KiB, and
+ * a madvise for four pages it may never touch cost it a system call). */
 #define BASE_POPULATE ((size_t)64 << 10)
-#define BASE_POPULATE_MIN ((size_t)4 * PAGE)
+#define BASE_POPULATE_MIN ((size_t)16 * PAGE)
 
 typedef struct base_free_s {
   struct base_free_s *next;
@@ -34,9 +41,11 @@ typedef struct base_free_s {
 static nlock_t base_lock = NLOCK_INITIALIZER(LOCK_BASE);
 static char *base_cur, *base_end;
 static char *base_ready; /* the chunk is populated up to here */
-static base_free_t *base_lists[BASE_NLISTS + 1];
+NALLOC_BIG_BSS static base_free_t *base_lists[BASE_NLISTS + 1];
 static _Atomic size_t base_mapped;
 static size_t base_bumped; /* bytes the bump pointer handed out, ever */
+NALLOC_BIG_BSS static char base_first[BASE_CHUNK] __attribute__((aligned(PAGE)));
+static bool base_first_used;
 
 /* Blocks whose size is a multiple of the cache line start on one: then a
  * structure that one thread writes all the time (a profiler counter set,
@@ -63,7 +72,9 @@ void *base_alloc(size_t size) {
   }
   size_t gap = size % CACHELINE == 0 ? -(uintptr_t)base_cur % CACHELINE : 0;
   if ((size_t)(base_end - base_cur) < gap + size) {
-    char *p = os_map(BASE_CHUNK); /* page aligned: no gap */
+    char *p = base_first; /* page aligned: no gap */
+    if (base_first_used) p = os_map(BASE_CHUNK);
+    base_first_used = true;
     if (p == NULL) {
       nlock_unlock(&base_lock);
       return NULL;

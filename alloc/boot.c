@@ -1,6 +1,17 @@
 /* boot.c -- global start-up (nalloc_boot, from the first malloc) and the
- * library constructor (once malloc works: the profiler's late set-up, the
- * background thread, the exit report). */
+ * library constructor (once malloc works: the options and their messages,
+ * the profiler's late set-up, the background thread, the exit report).
+ *
+ * Start-up is paid for by every process nalloc is preloaded into, and most
+ * of those (the shells, `cat`s and `sed`s of a build) allocate little or
+ * nothing. So the constructor parses NALLOC_CONF (its messages and
+ * abort_conf belong to start-up) but sets up the allocator only if the
+ * configuration needs it at once (the profiler; the decay thread is only
+ * armed);
+ * otherwise the first malloc does, and a process that never allocates
+ * never does. The NUMA topology waits further still (node.c):
+ * nalloc_boot_discover, before a second thread picks an arena or anything
+ * reports nodes or arenas. */
 #include "boot.h"
 
 #include <stdlib.h>
@@ -15,18 +26,27 @@
 #include "tsd.h"
 #include "../prof/prof_hook.h"
 
-enum { BOOT_NONE, BOOT_RUNNING, BOOT_DONE };
+enum { BOOT_NONE, BOOT_CONF, BOOT_RUNNING, BOOT_DONE };
 static _Atomic int boot_state;
+static _Atomic bool boot_discovered; /* node_discover ran */
 static pthread_mutex_t boot_mtx = PTHREAD_MUTEX_INITIALIZER;
+
+/* Under boot_mtx: NALLOC_CONF, once. */
+static void boot_conf_locked(void) {
+  if (atomic_load_explicit(&boot_state, memory_order_relaxed) == BOOT_NONE) {
+    conf_boot();
+    atomic_store_explicit(&boot_state, BOOT_CONF, memory_order_relaxed);
+  }
+}
 
 void nalloc_boot(void) {
   if (likely(atomic_load_explicit(&boot_state, memory_order_acquire) == BOOT_DONE))
     return;
   pthread_mutex_lock(&boot_mtx);
   if (atomic_load_explicit(&boot_state, memory_order_relaxed) != BOOT_DONE) {
+    boot_conf_locked();
     atomic_store_explicit(&boot_state, BOOT_RUNNING, memory_order_relaxed);
-    conf_boot();
-    node_boot();
+    if (node_boot()) atomic_store_explicit(&boot_discovered, true, memory_order_relaxed);
     arena_boot();
     if (arena_get(0) == NULL) nalloc_fatal("cannot map memory for the first arena");
     tsd_boot_global();
@@ -38,10 +58,37 @@ void nalloc_boot(void) {
   pthread_mutex_unlock(&boot_mtx);
 }
 
-static void stats_print_atexit(void) { stats_print(); }
+void nalloc_boot_discover(void) {
+  if (likely(atomic_load_explicit(&boot_discovered, memory_order_acquire))) return;
+  nalloc_boot();
+  pthread_mutex_lock(&boot_mtx);
+  if (!atomic_load_explicit(&boot_discovered, memory_order_relaxed)) {
+    node_discover();
+    arena_boot();
+    atomic_store_explicit(&boot_discovered, true, memory_order_release);
+  }
+  pthread_mutex_unlock(&boot_mtx);
+}
+
+/* The prepare handler does not take boot_mtx: NUMA discovery may run at
+ * any time (a second thread, nalloc_ctl), and a fork from a signal handler
+ * that interrupted it in the forking thread would wait for itself. A
+ * discovery another thread was in the middle of published nothing
+ * (boot_discovered is set last, and node_discover recomputes every value
+ * from scratch), so the child re-initialises the lock and discovers again
+ * when it needs to. */
+void nalloc_boot_postfork_child(void) { pthread_mutex_init(&boot_mtx, NULL); }
+
+static void stats_print_atexit(void) {
+  nalloc_boot_discover();
+  stats_print();
+}
 
 __attribute__((constructor)) static void nalloc_ctor(void) {
-  nalloc_boot();
+  pthread_mutex_lock(&boot_mtx);
+  boot_conf_locked();
+  pthread_mutex_unlock(&boot_mtx);
+  if (opt_prof) nalloc_boot(); /* the decay thread is only armed here */
   prof_boot_late();
   background_start();
   if (opt_stats_print) {

@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "background.h"
+#include "boot.h"
 #include "conf.h"
 #include "node.h"
 #include "size_class.h"
@@ -199,6 +200,7 @@ static int ctl_opt(const conf_entry_t *e, void *oldp, size_t *oldlenp, void *new
 NALLOC_EXPORT int nalloc_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
                              size_t newlen) {
   if (name == NULL) return ENOENT;
+  nalloc_boot_discover(); /* numa.* and arenas.* report the real topology */
   tsd_ensure(); /* options parsed, this thread bound to an arena */
   if (strncmp(name, "opt.", 4) == 0) {
     const conf_entry_t *e = conf_find(name + 4, strlen(name + 4));

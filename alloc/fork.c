@@ -20,6 +20,7 @@
 
 #include "arena.h"
 #include "base.h"
+#include "boot.h"
 #include "heap.h"
 #include "lock.h"
 #include "pagemap.h"
@@ -54,6 +55,7 @@ void nalloc_postfork_parent(void) {
 
 void nalloc_postfork_child(void) {
   tsd_get()->tid = 0; /* the child's thread has an id of its own */
+  nalloc_boot_postfork_child();
   base_postfork_child();
   pagemap_postfork_child();
   arena_postfork_child();

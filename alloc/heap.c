@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "background.h"
 #include "base.h"
 #include "lock.h"
 
@@ -227,6 +228,7 @@ void heap_span_empty(heap_t *h, span_t *s) {
   h->busy = 1;
   heap_span_empty_busy(h, s);
   h->busy = 0;
+  background_poll(); /* pages given back may have asked for the decay thread */
 }
 
 bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {

@@ -1,5 +1,5 @@
 /* lock.h -- nalloc's locks (nlock_t, in types.h): a futex word holding the
- * owner's thread id, fork-aware, ranked.
+ * owner's id (nalloc_tid: one per live thread, see tsd.c), fork-aware, ranked.
  *
  * Lock order: a thread holding a lock takes only locks of higher rank.
  * The debug build checks it on every lock (tsd.lock_ranks); the fork

@@ -5,7 +5,20 @@
  * set_mempolicy in every process. What nalloc needs is three calls:
  * get_mempolicy(MPOL_F_MEMS_ALLOWED) for the nodes this process may use
  * (one node: nothing more to do), getcpu() for the node a thread runs on,
- * and mbind() to bind an arena's mapping to its node. */
+ * and mbind() to bind an arena's mapping to its node.
+ *
+ * Discovery is lazy. A process's first thread allocates from arena 0
+ * whatever the topology, so until a second thread sets up (or nalloc_ctl,
+ * malloc_stats or the exit report asks), one node and one arena are all
+ * nalloc needs to know: node_boot makes no system call, and the shells,
+ * `cat`s and `sed`s of a build never pay for get_mempolicy and
+ * sched_getaffinity. Arena 0's memory mapped before discovery is not
+ * bound: the kernel's first-touch policy puts it on the node of the one
+ * thread that uses it. node_boot notes that thread's node (getcpu is a
+ * vDSO call, no system call), and discovery lists that node first, so
+ * arena 0 belongs to it as it did when the thread picked its arena by its
+ * node. An explicit narenas, narenas_per_node or numa_nodes discovers at
+ * boot: the configuration then shapes the arenas from the first thread. */
 #define _GNU_SOURCE
 #include "node.h"
 
@@ -55,22 +68,24 @@ const ctl_table_t node_ctl_table = {node_ctl_rows, ARRAY_LEN(node_ctl_rows)};
 static unsigned node_real[NODE_MAX]; /* the real node ids this process may use */
 static unsigned node_nreal = 1;
 static unsigned node_total_arenas = 1;
-static bool node_bind_on;
+static _Atomic bool node_bind_on;
 static _Atomic unsigned node_rr[NODE_MAX];
 static _Atomic unsigned node_thread_seq;
+static unsigned node_boot_real; /* the real node the first thread ran on */
 
-/* The nodes this process may allocate on; false without NUMA support. */
-static bool node_allowed(void) {
+/* The nodes this process may allocate on, into real[] (never none);
+ * 0 without NUMA support. */
+static unsigned node_allowed(unsigned real[NODE_MAX]) {
   unsigned long mask[NODE_MAX / (8 * sizeof(unsigned long))] = {0};
   if (syscall(SYS_get_mempolicy, NULL, mask, (unsigned long)NODE_MAX, NULL,
               NODE_MPOL_F_MEMS_ALLOWED) != 0)
-    return false;
-  node_nreal = 0;
+    return 0;
+  unsigned nreal = 0;
   for (unsigned n = 0; n < NODE_MAX; n++)
     if (mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long))) & 1)
-      node_real[node_nreal++] = n;
-  if (node_nreal == 0) node_real[node_nreal++] = 0;
-  return true;
+      real[nreal++] = n;
+  if (nreal == 0) real[nreal++] = 0;
+  return nreal;
 }
 
 static unsigned node_cpus(void) {
@@ -80,21 +95,52 @@ static unsigned node_cpus(void) {
   return n > 0 ? (unsigned)n : 1;
 }
 
-void node_boot(void) {
+/* Everything is computed first and stored after, node_bind_on last
+ * (release): the first thread may be mapping memory meanwhile
+ * (node_bind_range), and must see either the one-node values or all of the
+ * new ones. Idempotent: a fork child may run it again. */
+void node_discover(void) {
   int saved = errno;
-  bool numa = opt_numa && node_allowed();
-  if (!numa) node_nreal = 1, node_real[0] = 0;
-  node_count = opt_numa_nodes ? opt_numa_nodes : node_nreal;
-  if (node_count > NODE_MAX) node_count = NODE_MAX;
-  unsigned cpus = node_cpus();
-  if (opt_narenas_per_node) node_arenas_per = opt_narenas_per_node;
-  else if (opt_narenas) node_arenas_per = (opt_narenas + node_count - 1) / node_count;
-  else node_arenas_per = (cpus + node_count - 1) / node_count;
-  if (node_arenas_per == 0) node_arenas_per = 1;
-  unsigned total = opt_narenas ? opt_narenas : node_arenas_per * node_count;
+  unsigned real[NODE_MAX] = {0}, nreal = opt_numa ? node_allowed(real) : 0;
+  bool numa = nreal > 0;
+  if (!numa) {
+    nreal = 1;
+    real[0] = 0;
+  }
+  for (unsigned k = 1; k < nreal; k++) /* the boot node first (see above) */
+    if (real[k] == node_boot_real) {
+      real[k] = real[0];
+      real[0] = node_boot_real;
+      break;
+    }
+  unsigned count = opt_numa_nodes ? opt_numa_nodes : nreal;
+  if (count > NODE_MAX) count = NODE_MAX;
+  unsigned cpus = node_cpus(), per;
+  if (opt_narenas_per_node) per = opt_narenas_per_node;
+  else if (opt_narenas) per = (opt_narenas + count - 1) / count;
+  else per = (cpus + count - 1) / count;
+  if (per == 0) per = 1;
+  unsigned total = opt_narenas ? opt_narenas : per * count;
+  for (unsigned k = 0; k < nreal; k++) node_real[k] = real[k];
+  node_nreal = nreal;
+  node_count = count;
+  node_arenas_per = per;
   node_total_arenas = total < 1 ? 1 : total > ARENAS_MAX ? ARENAS_MAX : total;
-  node_bind_on = (numa && node_nreal > 1) || opt_numa_nodes > 0;
+  atomic_store_explicit(&node_bind_on, (numa && nreal > 1) || opt_numa_nodes > 0,
+                        memory_order_release);
   errno = saved;
+}
+
+bool node_boot(void) {
+  if (opt_narenas || opt_narenas_per_node || opt_numa_nodes) {
+    node_discover();
+    return true;
+  }
+  /* One node, one arena, no binding (the initial values) until discovery.
+   * getcpu reads the node from the vDSO: no system call. */
+  unsigned cpu, node;
+  if (opt_numa && getcpu(&cpu, &node) == 0) node_boot_real = node;
+  return false;
 }
 
 unsigned node_arena_count(void) { return node_total_arenas; }
@@ -126,7 +172,7 @@ unsigned node_pick_arena(void) {
  * falls back to another node instead of failing the page fault. A refusal
  * is counted (numa.mbind_failures) and the memory is used unbound. */
 void node_bind_range(void *p, size_t size, unsigned node) {
-  if (!node_bind_on) return;
+  if (!atomic_load_explicit(&node_bind_on, memory_order_acquire)) return;
   unsigned real = node_real[node % node_nreal];
   unsigned long mask[NODE_MAX / (8 * sizeof(unsigned long))] = {0};
   mask[real / (8 * sizeof(unsigned long))] = 1UL << (real % (8 * sizeof(unsigned long)));

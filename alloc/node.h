@@ -28,9 +28,14 @@ extern unsigned node_count;       /* nodes arenas are grouped by (real or preten
 extern unsigned node_arenas_per;  /* arenas per node */
 extern _Atomic uint64_t node_mbind_failures;
 
-/* At allocator start (system calls only, no malloc, no files read on a
- * one-node machine): the topology and the number of arenas. */
-void node_boot(void);
+/* At allocator start: no system call, no malloc. Returns true if it
+ * discovered the topology already (an explicit arena or node count);
+ * otherwise one node and one arena stand until node_discover. */
+bool node_boot(void);
+/* The topology and the number of arenas (system calls only, no malloc,
+ * no files read): once, under the boot lock (nalloc_boot_discover), before
+ * a second thread picks an arena or anything reports nodes or arenas. */
+void node_discover(void);
 unsigned node_arena_count(void);
 unsigned node_of_arena(unsigned i);
 /* Arena for a thread starting now on the current CPU. */

@@ -4,8 +4,14 @@
 #include "lock.h"
 #include "os.h"
 
-pm_t pm;
+NALLOC_BIG_BSS pm_t pm;
 static nlock_t pm_lock = NLOCK_INITIALIZER(LOCK_PAGEMAP);
+/* The first leaf is in .bss, mapped by the loader with the library: a
+ * process whose heap fits in one 512 MiB range (almost every short one)
+ * makes no system call for the page map; pages of it no one writes stay
+ * unfaulted. */
+NALLOC_BIG_BSS static pm_leaf_t pm_first_leaf;
+static bool pm_first_used;
 
 bool pagemap_reserve(const void *p, size_t size) {
   uintptr_t first = (uintptr_t)p >> LG_PAGE;
@@ -15,7 +21,9 @@ bool pagemap_reserve(const void *p, size_t size) {
     if (atomic_load_explicit(&pm.root[i], memory_order_acquire)) continue;
     nlock_lock(&pm_lock);
     if (!atomic_load_explicit(&pm.root[i], memory_order_relaxed)) {
-      pm_leaf_t *leaf = os_map(sizeof(pm_leaf_t));
+      pm_leaf_t *leaf = &pm_first_leaf;
+      if (pm_first_used) leaf = os_map(sizeof(pm_leaf_t));
+      pm_first_used = true;
       if (leaf == NULL) {
         nlock_unlock(&pm_lock);
         return false;

@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "boot.h"
 #include "heap.h"
+#include "lock.h"
 #include "node.h"
 #include "../prof/prof_hook.h"
 
@@ -16,10 +17,31 @@ __thread tsd_t nalloc_tsd __attribute__((tls_model("initial-exec"))) = {
     .heap = &heap_none};
 
 static pthread_key_t tsd_key;
+static _Atomic unsigned tsd_booted; /* threads set up, ever */
 static bool tsd_key_ok;
 
+/* A lock word holds its owner's id: one per thread, unique among the
+ * threads alive. The kernel's thread id would do, but gettid is a system
+ * call that every process taking a lock would pay (each `cat` of a
+ * build); ids are handed out from a counter instead. They start above any
+ * kernel thread id (pid_max is at most 2^22), so once the counter reaches
+ * NLOCK_WAITERS (2^31 - 2^22 threads later) a thread takes its kernel id
+ * and can never meet a counted id still in use. */
+#define TSD_ID_FIRST ((uint32_t)1 << 22)
+static _Atomic uint32_t tsd_id_next = TSD_ID_FIRST;
+
 uint32_t nalloc_tid_slow(void) {
-  uint32_t t = (uint32_t)syscall(SYS_gettid);
+  uint32_t t = atomic_load_explicit(&tsd_id_next, memory_order_relaxed);
+  for (;;) {
+    if (t >= NLOCK_WAITERS) {
+      t = (uint32_t)syscall(SYS_gettid);
+      break;
+    }
+    if (atomic_compare_exchange_weak_explicit(&tsd_id_next, &t, t + 1,
+                                              memory_order_relaxed, memory_order_relaxed))
+      break;
+  }
+  nalloc_assert(t != 0 && t < NLOCK_WAITERS);
   tsd_get()->tid = t;
   return t;
 }
@@ -34,6 +56,13 @@ void tsd_boot_global(void) {
 void tsd_boot(tsd_t *tsd) {
   if (tsd->state == TSD_TEARDOWN) return; /* exiting: no heap any more */
   nalloc_boot();
+  /* The first thread takes arena 0 without knowing the topology; any
+   * later one needs it to pick its arena (node.c). A thread is counted
+   * once: an allocation inside nalloc_boot (pthread_atfork's) may have set
+   * this thread up already. */
+  if (tsd->state == TSD_UNINIT &&
+      atomic_fetch_add_explicit(&tsd_booted, 1, memory_order_relaxed) > 0)
+    nalloc_boot_discover();
   tsd->state = TSD_NOMINAL;
   tsd->heap = &heap_none; /* nested mallocs below use the shared heap */
   unsigned i = node_pick_arena();

@@ -172,7 +172,7 @@ typedef struct heap_s {
  * locks: a thread takes them in increasing rank (checked in the debug
  * build); the ranks are listed in lock.h. */
 typedef struct nlock_s {
-  _Atomic uint32_t word; /* 0: free; else owner tid | NLOCK_WAITERS */
+  _Atomic uint32_t word; /* 0: free; else owner id | NLOCK_WAITERS */
   uint8_t rank;
   bool fork_taken;       /* taken by a fork's prepare handler (nlock_prefork;
                             written by the holder only) */
@@ -229,7 +229,7 @@ typedef struct tsd_s {
                                counter updates (its tables may be
                                mid-update: a fork child turns it off) */
   uint16_t arena;           /* index of the arena this thread uses */
-  uint32_t tid;             /* kernel thread id, 0 until first needed */
+  uint32_t tid;             /* lock owner id (tsd.c), 0 until first needed */
   void *prof_tdata;         /* owned by prof/ */
   const void *prof_last;    /* the last block malloc_sampled returned: a
                                free of it is a temporary allocation (prof/) */

@@ -14,12 +14,18 @@
 # one run (strace -f, when installed); the instructions of one /bin/true
 # and one `cat`, loader included (valgrind --tool=callgrind, when
 # installed: repeatable where times are not); the peak RSS of one `cat`
-# (/usr/bin/time, when installed). Prints a markdown table.
+# (/usr/bin/time, when installed). Then a build: a generated Makefile of
+# M=800 small targets, each running a few tiny processes (sh -c, cat, sed,
+# true: what the recipes of a real build spawn around the compiler), made
+# with make -j$(nproc) under LD_PRELOAD for make and every child, in the
+# same alternated rounds: median wall time and median CPU time (user +
+# system of make and its children). Prints markdown tables.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${1:-$here/../build/libnalloc.so}
 n=${2:-2000}
 rounds=${R:-5}
+targets=${M:-800}
 lib=$(readlink -f "$lib")
 [ -f "$lib" ] || { echo "startup.sh: no $lib (build nalloc first)" >&2; exit 2; }
 
@@ -50,6 +56,27 @@ for peer in "jemalloc libjemalloc.so.2" "tcmalloc libtcmalloc_minimal.so.4" \
   names+=("$1"); preload+=("$p"); conf+=("")
 done
 
+# The build: every target reads the input through a pipe of sed and cat,
+# under a shell of its own, and runs true; `all` depends on every target.
+mk=$tmp/mk
+mkdir -p "$mk"
+cp "$tmp/in.txt" "$mk/in.txt"
+{
+  printf 'all:'
+  for ((t = 0; t < targets; t++)); do printf ' t%d.out' "$t"; done
+  printf '\n\nt%%.out: in.txt\n'
+  printf "\t@sh -c 'sed -e s/a/b/ in.txt | cat > \$@' && /bin/true\n"
+} > "$mk/Makefile"
+
+# "wall cpu" seconds of one build under allocator i (outputs removed first)
+run_make() { # i
+  local i=$1
+  rm -f "$mk"/t*.out
+  LD_PRELOAD=${preload[$i]} NALLOC_CONF=${conf[$i]} /usr/bin/time -f '%e %U %S' \
+    -o "$tmp/mtime" make -s -C "$mk" -j"$(nproc)" all >/dev/null
+  awk '{printf "%s %.2f\n", $1, $2 + $3}' "$tmp/mtime"
+}
+
 # seconds for n starts of the command, under allocator i
 run_n() { # i n cmd...
   local i=$1 k=$2; shift 2
@@ -64,11 +91,16 @@ run_n() { # i n cmd...
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-declare -A t_true t_cat
+declare -A t_true t_cat m_wall m_cpu
 for ((r = 0; r < rounds; r++)); do
   for i in "${!names[@]}"; do
     t_true[$i]+="$(run_n "$i" "$n" /bin/true) "
     t_cat[$i]+="$(run_n "$i" "$n" cat "$tmp/in.txt") "
+    if [ -x /usr/bin/time ] && command -v make >/dev/null; then
+      read -r w c < <(run_make "$i")
+      m_wall[$i]+="$w "
+      m_cpu[$i]+="$c "
+    fi
   done
 done
 
@@ -82,16 +114,21 @@ instr() { # i cmd...
   rm -f "$tmp"/cg.*
 }
 
-echo "| allocator | /bin/true (ms per process) | cat (ms per process) | instructions (/bin/true) | instructions (cat) | system calls (/bin/true) | peak RSS of cat (KiB) |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+# system calls of one run of the command (strace -f), exit_group included
+nsys() { # i cmd...
+  local i=$1; shift
+  command -v strace >/dev/null || { echo -; return; }
+  LD_PRELOAD=${preload[$i]} NALLOC_CONF=${conf[$i]} strace -f -o "$tmp/st" "$@" >/dev/null &&
+    grep -vc -e '^[0-9]* *+++' -e 'exited with' "$tmp/st"
+}
+
+echo "| allocator | /bin/true (ms per process) | cat (ms per process) | instructions (/bin/true) | instructions (cat) | system calls (/bin/true) | system calls (cat) | peak RSS of cat (KiB) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for i in "${!names[@]}"; do
   mt=$(printf '%s\n' ${t_true[$i]} | median)
   mc=$(printf '%s\n' ${t_cat[$i]} | median)
-  sc=-
-  if command -v strace >/dev/null; then
-    sc=$(LD_PRELOAD=${preload[$i]} NALLOC_CONF=${conf[$i]} strace -f -o "$tmp/st" /bin/true &&
-         grep -vc -e '^[0-9]* *+++' -e 'exited with' "$tmp/st")
-  fi
+  sc=$(nsys "$i" /bin/true)
+  scc=$(nsys "$i" cat "$tmp/in.txt")
   rss=-
   if [ -x /usr/bin/time ]; then
     rss=$(LD_PRELOAD=${preload[$i]} NALLOC_CONF=${conf[$i]} /usr/bin/time -f %M \
@@ -99,9 +136,24 @@ for i in "${!names[@]}"; do
   fi
   it=$(instr "$i" /bin/true)
   ic=$(instr "$i" cat "$tmp/in.txt")
-  awk -v name="${names[$i]}" -v t="$mt" -v c="$mc" -v n="$n" -v sc="$sc" -v rss="$rss" \
-      -v it="$it" -v ic="$ic" \
-    'BEGIN {printf "| %s | %.3f | %.3f | %s | %s | %s | %s |\n", name, t * 1000 / n, c * 1000 / n, it, ic, sc, rss}'
+  awk -v name="${names[$i]}" -v t="$mt" -v c="$mc" -v n="$n" -v sc="$sc" -v scc="$scc" \
+      -v rss="$rss" -v it="$it" -v ic="$ic" \
+    'BEGIN {printf "| %s | %.3f | %.3f | %s | %s | %s | %s | %s |\n", name, t * 1000 / n, c * 1000 / n, it, ic, sc, scc, rss}'
 done
 echo
 echo "$n starts per cell, medians of $rounds alternated rounds; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)."
+if [ -n "${m_wall[0]:-}" ]; then
+  echo
+  echo "| allocator | make -j$(nproc), $targets targets: wall (s) | ÷ glibc | CPU, user + system (s) | ÷ glibc |"
+  echo "|---|---:|---:|---:|---:|"
+  w0=$(printf '%s\n' ${m_wall[0]} | median)
+  c0=$(printf '%s\n' ${m_cpu[0]} | median)
+  for i in "${!names[@]}"; do
+    w=$(printf '%s\n' ${m_wall[$i]} | median)
+    c=$(printf '%s\n' ${m_cpu[$i]} | median)
+    awk -v name="${names[$i]}" -v w="$w" -v c="$c" -v w0="$w0" -v c0="$c0" \
+      'BEGIN {printf "| %s | %.2f | %.2f | %.2f | %.2f |\n", name, w, w / w0, c, c / c0}'
+  done
+  echo
+  echo "Each target: make's shell runs sh -c 'sed ... | cat > out' && /bin/true (5 processes); medians of $rounds alternated rounds."
+fi

@@ -77,7 +77,9 @@ void prof_boot(void) {
 
 void prof_boot_late(void) {
   if (!opt_prof) {
-    prof_http_boot(); /* only to say that prof_http needs prof:true */
+    /* only to say that prof_http needs prof:true; tested here so that an
+     * unprofiled process does not fault prof_http.c's code page in */
+    if (opt_prof_http[0] != '\0') prof_http_boot();
     return;
   }
   if (opt_prof_leak) { /* the report is printed at exit */
