@@ -284,6 +284,54 @@ typedef struct {
   prof_walk_word_t word[PROF_WALK_WORDS];
 } prof_walk_t;
 
+/* The thread's last full dwarf walk, outermost frame first, kept so that
+ * a later walk that reaches one of its frames (same return address, same
+ * rsp, and rbp if the rest of the walk read it) can take the frames above
+ * from it once the stack words those frames read are checked unchanged
+ * (prof_bt.c: the suffix cache). Deep stacks differ near the leaf and
+ * share their outer frames (an interpreter's loop, main). */
+#define PROF_SFX_WORDS (3 * PROF_DEPTH_MAX) /* at most 3 reads a frame */
+typedef struct {
+  uintptr_t sp, bp;     /* the walk's state on reaching this frame */
+  uint64_t h;           /* prof_bt_hash_step over this frame's pc and
+                           every outer one's */
+  uint16_t wend;        /* word[0, wend): what the walk read from this
+                           frame outward */
+  bool bp_live;         /* the walk from here used bp as it was here */
+} prof_sfx_frame_t;
+typedef struct {
+  uintptr_t hi;   /* the stack bound the walk checked against */
+  unsigned n;     /* frames (0: none) */
+  bool cut;       /* stopped at the depth limit: f[0] is not the root */
+  prof_sfx_frame_t f[PROF_DEPTH_MAX];
+  /* f[r]'s return address at pc[PROF_DEPTH_MAX - 1 - r]: the frames from
+   * any one out lie leaf first, as a walk's result does (one memcpy) */
+  uintptr_t pc[PROF_DEPTH_MAX];
+  prof_walk_word_t word[PROF_SFX_WORDS];
+} prof_sfx_t;
+/* A walk in progress, leaf first (prof_bt.c's scratch): each frame's
+ * state, the index of its first word read and of its saved-rbp word. */
+typedef struct {
+  uintptr_t sp, bp;
+  uint16_t k0, bpw; /* bpw: PROF_SFX_WORDS if rbp was not restored */
+  bool use_bp;      /* the frame's rule read bp */
+} prof_bt_frame_t;
+
+/* The stack hash: folded from the outermost frame in, so that the hash of
+ * a walk that took its outer frames from the suffix cache starts from the
+ * cached frame's state (prof_data.c hashes every stack this way). */
+#define PROF_BT_HASH_SEED 0x84222325cbf29ce4ull
+static inline uint64_t prof_bt_hash_step(uint64_t h, uintptr_t pc) {
+  h ^= (uint64_t)pc;
+  h *= 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+static inline uint64_t prof_bt_hash_fin(uint64_t h, unsigned n) {
+  h ^= (uint64_t)n * 0xd6e8feb86659fd93ull;
+  h *= 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 32);
+}
+
 /* prof_tdata_t.attn: the owner's sampled path reads this one word and
  * looks further only when it is not 0. */
 enum { PROF_ATTN_EXPIRED = 1, PROF_ATTN_SWEEP = 2 };
@@ -314,6 +362,9 @@ typedef struct prof_tdata_s {
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
   uint8_t walk_lru[PROF_WALKS / 2]; /* per set: the way to replace next */
   size_t tab_cap, tab_n;
+  prof_sfx_t sfx;                   /* dwarf: the last full walk */
+  prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
+  prof_walk_word_t bt_word[PROF_SFX_WORDS];
 } prof_tdata_t;
 
 extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
@@ -474,6 +525,9 @@ prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);
 /* The tctx of (pcs, td->want_bkt, td->node), made if new (NULL: out of
  * memory). */
 prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n);
+/* The same, with the stack's hash (prof_bt_hash_fin) already known. */
+prof_tctx_t *prof_tctx_lookup_hashed(prof_tdata_t *td, void **pcs, unsigned n,
+                                     uint64_t hs);
 /* The tctx of the same stack as `any`, in size bucket bkt (and the
  * thread's node). */
 prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
