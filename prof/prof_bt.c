@@ -431,7 +431,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   nalloc_assert(s->n <= max);
   /* The walk's replay record: every word the walk from the leaf needs. */
   if (nk <= PROF_WALK_WORDS) {
-    memcpy(w->word, s->word, nk * sizeof *w->word);
+    memcpy(w->word, s->word, nk * sizeof *w->word); /* outermost first */
     w->nwords = nk;
     w->bp_in = live;
   } else {

@@ -402,14 +402,16 @@ prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td, const void *caller,
                               prof_walk_t *w);
 
 /* The same call site at the same depth, the same rbp, and the same words
- * on the stack: the same walk, without taking a step. */
+ * on the stack: the same walk, without taking a step. The words are kept
+ * outermost first (as the suffix cache holds them) and read innermost
+ * first: a stack that changed mostly changed near the leaf. */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
 prof_walk_same(const prof_walk_t *w, const void *caller, uintptr_t sp,
                uintptr_t bp) {
   if (w->pc != (uintptr_t)caller || w->sp != sp || (w->bp_in && w->bp != bp)) return false;
-  const prof_walk_word_t *x = w->word, *end = x + w->nwords;
-  while (x < end && *(const uintptr_t *)x->addr == x->val) x++;
-  return x == end;
+  const prof_walk_word_t *x = w->word + w->nwords;
+  while (x > w->word && *(const uintptr_t *)x[-1].addr == x[-1].val) x--;
+  return x == w->word;
 }
 
 /* A recorded walk of this stack, or NULL and in *victim the slot to
