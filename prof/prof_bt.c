@@ -305,12 +305,9 @@ bt_sfx_same(const prof_sfx_t *s, unsigned c, uintptr_t bp, unsigned *wlim) {
   if (f->bp_live && f->bp != bp) return false;
   unsigned e = f->wend;
   if (e > *wlim) return false;
-  for (unsigned i = e; i-- > 0;)
-    if (*(const uintptr_t *)s->word[i].addr != s->word[i].val) {
-      *wlim = i;
-      return false;
-    }
-  return true;
+  int i = prof_words_changed(s->word, e);
+  if (i >= 0) *wlim = (unsigned)i;
+  return i < 0;
 }
 
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned

@@ -44,14 +44,14 @@ static inline uint64_t key_mix(unsigned bkt, unsigned node) {
          (uint64_t)node * 0x9fb21c651e98df25ull;
 }
 
+/* memcmp, not a loop: CPython's test suite walks stacks of ~120 frames
+ * and found most of them in the table, so this compare was 10% of its
+ * exact profile's instructions, a tenth of that vectorised. */
 static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
   if (g->nframes != n) return false;
   unsigned k = n < PROF_LEAF ? n : PROF_LEAF;
-  for (unsigned i = 0; i < k; i++)
-    if (g->pcs[i] != pcs[i]) return false;
-  for (unsigned i = k; i < n; i++)
-    if (g->tail->pcs[i - k] != pcs[i]) return false;
-  return true;
+  return memcmp(g->pcs, pcs, k * sizeof *pcs) == 0 &&
+         (n == k || memcmp(g->tail->pcs, pcs + k, (n - k) * sizeof *pcs) == 0);
 }
 
 static size_t gctx_size(unsigned n) {

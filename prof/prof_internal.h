@@ -401,6 +401,24 @@ prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td, const void *caller,
                               uintptr_t sp, uintptr_t bp,
                               prof_walk_t *w);
 
+/* The highest i < n whose stack word changed (w[i].addr no longer holds
+ * w[i].val), or -1. Four words a step, or-ing their differences: a walk
+ * of CPython's test suite checks ~140 words, nearly always unchanged. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN int
+prof_words_changed(const prof_walk_word_t *w, unsigned n) {
+  unsigned i = n;
+  for (; i >= 4; i -= 4) {
+    uintptr_t d = (*(const uintptr_t *)w[i - 1].addr ^ w[i - 1].val) |
+                  (*(const uintptr_t *)w[i - 2].addr ^ w[i - 2].val) |
+                  (*(const uintptr_t *)w[i - 3].addr ^ w[i - 3].val) |
+                  (*(const uintptr_t *)w[i - 4].addr ^ w[i - 4].val);
+    if (unlikely(d != 0)) break;
+  }
+  while (i-- > 0)
+    if (*(const uintptr_t *)w[i].addr != w[i].val) return (int)i;
+  return -1;
+}
+
 /* The same call site at the same depth, the same rbp, and the same words
  * on the stack: the same walk, without taking a step. The words are kept
  * outermost first (as the suffix cache holds them) and read innermost
@@ -409,9 +427,7 @@ static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
 prof_walk_same(const prof_walk_t *w, const void *caller, uintptr_t sp,
                uintptr_t bp) {
   if (w->pc != (uintptr_t)caller || w->sp != sp || (w->bp_in && w->bp != bp)) return false;
-  const prof_walk_word_t *x = w->word + w->nwords;
-  while (x > w->word && *(const uintptr_t *)x[-1].addr == x[-1].val) x--;
-  return x == w->word;
+  return prof_words_changed(w->word, w->nwords) < 0;
 }
 
 /* A recorded walk of this stack, or NULL and in *victim the slot to
