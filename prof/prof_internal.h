@@ -266,7 +266,8 @@ _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
  * read, so that the same stack can be recognised by re-reading them. */
-#define PROF_WALK_SETS_LG 2
+#define PROF_WALK_SETS_LG 4 /* sqlite3 cycles through ~20 stacks a statement:
+                                with 4 sets it walked nearly every one */
 #define PROF_WALKS (2 << PROF_WALK_SETS_LG) /* two ways a set */
 #define PROF_WALK_WORDS 64
 #define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
