@@ -271,58 +271,97 @@ static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
  * whole stack to libunwind, so the result is always libunwind's.
  *
  * The walk is a function of (caller, rsp, rbp) and of the stack words it
- * reads, so it also writes down each word's address and value in `w`:
- * while they are unchanged, so is the stack (prof_bt_tctx). A saved rbp
+ * reads, so it also writes down each word's address and value: while they
+ * are unchanged, so is the stack (prof_bt_tctx replays it). A saved rbp
  * that no later rule uses (the rbp-based CFA of a frame built with frame
  * pointers) cannot change the result, so its word is not kept: in code
  * without frame pointers most frames save rbp as a plain register. For
  * the same reason the caller's rbp is part of the key only if a rule used
  * it before a frame restored rbp from the stack (w->bp_in): a caller built
- * without frame pointers holds data there, different at every call. */
-#define BT_BP_ENTRY ((unsigned)-2) /* bp is still the caller's */
+ * without frame pointers holds data there, different at every call.
+ *
+ * The same holds from any frame out: the frames above a frame are a
+ * function of its (return address, rsp, rbp if used) and of the words the
+ * walk read from there out. So the thread's last full walk is kept, root
+ * first (td->sfx), and a walk that reaches one of its frames in the same
+ * state takes the outer frames, their hash and their words from it once
+ * those words are read back unchanged. Python's import stacks are ~70
+ * frames deep and differ in the innermost few: a suffix costs a word
+ * compare per word instead of a rule lookup and the checks per frame.
+ * Both stacks' rsp values rise strictly, so the candidate frame is found
+ * by merging the two (one compare a step). Words are checked from the
+ * innermost out; a changed word rules out every candidate whose suffix
+ * holds it (the outer candidates after it do not), so each word is read
+ * at most once a walk. */
+
+/* How the walk ended. */
+enum { BT_END, BT_CUT, BT_JOIN, BT_OTHER };
+
+/* Can the walk that reached cached frame c with rbp `bp` take the frames
+ * from c out? `*wlim`: suffixes longer than it hold a changed word. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
+bt_sfx_same(const prof_sfx_t *s, unsigned c, uintptr_t bp, unsigned *wlim) {
+  const prof_sfx_frame_t *f = &s->f[c];
+  if (f->bp_live && f->bp != bp) return false;
+  unsigned e = f->wend;
+  if (e > *wlim) return false;
+  int i = prof_words_changed(s->word, e);
+  if (i >= 0) *wlim = (unsigned)i;
+  return i < 0;
+}
 
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
 bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
-         void **out, unsigned max, prof_walk_t *w) {
+         void **out, unsigned max, prof_walk_t *w, uint64_t *hash) {
   const uintptr_t hi = td->stk_hi;
+  prof_sfx_t *s = &td->sfx;
+  prof_bt_frame_t *fr = td->bt_fr;
+  prof_walk_word_t *word = td->bt_word;
   uintptr_t pc = (uintptr_t)caller;
-  unsigned n = 0, k = 0;
-  bool need[PROF_WALK_WORDS];
-  /* the word bp came from, if kept; BT_BP_ENTRY while it is the caller's */
-  unsigned bp_from = BT_BP_ENTRY;
-  bool bp_in = false;
-#define READ(where, dst, needed)                                      \
-  do {                                                                \
-    uintptr_t a_ = (where), v_ = *(uintptr_t *)a_;                    \
-    if (k < PROF_WALK_WORDS) {                                        \
-      w->word[k] = (prof_walk_word_t){a_, v_};                        \
-      need[k] = (needed);                                             \
-    }                                                                 \
-    k++;                                                              \
-    (dst) = v_;                                                       \
-  } while (0)
-#define USE_BP()                                       \
+  unsigned n = 0, k = 0, how;
+  /* the cached frame at or above sp (-1: none), and the word limit */
+  int c = s->n > 0 && s->hi == hi ? (int)s->n - 1 : -1;
+  unsigned wlim = PROF_SFX_WORDS;
+#define READ(where, dst)                               \
   do {                                                 \
-    if (bp_from == BT_BP_ENTRY) bp_in = true;          \
-    else if (bp_from < PROF_WALK_WORDS) need[bp_from] = true; \
+    uintptr_t a_ = (where), v_ = *(uintptr_t *)a_;     \
+    word[k++] = (prof_walk_word_t){a_, v_};            \
+    (dst) = v_;                                        \
   } while (0)
   for (;;) {
     out[n] = (void *)pc;
-    if (++n == max) break;
+    prof_bt_frame_t *f = &fr[n];
+    f->sp = sp;
+    f->bp = bp;
+    f->k0 = (uint16_t)k;
+    f->bpw = PROF_SFX_WORDS;
+    f->use_bp = false;
+    while (c >= 0 && s->f[c].sp < sp) c--;
+    if (c >= 0 && s->f[c].sp == sp && s->pc[PROF_DEPTH_MAX - 1 - c] == pc &&
+        (!s->cut || n + (unsigned)c + 1 >= max) &&
+        bt_sfx_same(s, (unsigned)c, bp, &wlim)) {
+      how = BT_JOIN;
+      break;
+    }
+    if (++n == max) {
+      how = BT_CUT;
+      break;
+    }
     uint64_t r = prof_cfi_rule(pc);
     uintptr_t cfa = (uintptr_t)(intptr_t)(int32_t)(r >> 32);
     unsigned kind = r & 7;
     if (likely(kind == CFI_RSP)) {
       cfa += sp;
     } else if (kind == CFI_RBP) {
-      USE_BP();
+      f->use_bp = true;
       cfa += bp;
     } else if (kind == CFI_DEREF) {
-      USE_BP();
+      f->use_bp = true;
       cfa += bp;
       if (cfa < sp || cfa >= hi || (cfa & 7)) goto other;
-      READ(cfa, cfa, true);
+      READ(cfa, cfa);
     } else if (kind == CFI_END) {
+      how = BT_END;
       break;
     } else {
       goto other;
@@ -332,27 +371,73 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
     if (r & 8) {
       uintptr_t at = cfa + (uintptr_t)(intptr_t)(8 * (int8_t)(r >> 16));
       if (unlikely(at < sp)) goto other;
-      bp_from = k;
-      READ(at, bp, false);
+      f->bpw = (uint16_t)k;
+      READ(at, bp);
     }
-    READ(cfa - 8, pc, true);
+    READ(cfa - 8, pc);
     sp = cfa;
-    if (pc == 0) break;
+    if (pc == 0) {
+      how = BT_END;
+      break;
+    }
   }
 #undef READ
-#undef USE_BP
-  if (k > PROF_WALK_WORDS) {
-    w->nwords = PROF_WALK_NONE;
-    return n;
+  /* Frames fr[0, n) are this walk's own (the last one's reads end at
+   * word k); in BT_JOIN, fr[n] is cached frame c, whose frames out are
+   * taken. */
+  unsigned base = 0; /* cached frames kept: s->f[0, base) */
+  if (how == BT_JOIN) {
+    unsigned total = n + (unsigned)c + 1;
+    if (total > max) {
+      /* deeper than the limit: the cached root is cut off, and the
+       * record stays as it is (it cannot hold this walk) */
+      memcpy(out + n, &s->pc[PROF_DEPTH_MAX - 1 - c], (max - n) * sizeof *out);
+      w->nwords = PROF_WALK_NONE;
+      *hash = 0;
+      return max;
+    }
+    memcpy(out + n, &s->pc[PROF_DEPTH_MAX - 1 - c], (total - n) * sizeof *out);
+    base = (unsigned)c + 1;
+  } else {
+    s->cut = how == BT_CUT;
   }
-  unsigned kept = 0;
-  for (unsigned i = 0; i < k; i++)
-    if (need[i]) w->word[kept++] = w->word[i];
-  w->nwords = kept;
-  w->bp_in = bp_in;
-  return n;
+  /* Write this walk's frames fr[0, n) into the record above s->f[base-1],
+   * outermost first, keeping the words the walk from each frame out
+   * needs: every return address and CFA word, and a saved rbp only if a
+   * frame further out read rbp before restoring it. */
+  unsigned nk = base > 0 ? s->f[base - 1].wend : 0;
+  bool live = base > 0 && s->f[base - 1].bp_live;
+  uint64_t h = base > 0 ? s->f[base - 1].h : PROF_BT_HASH_SEED;
+  unsigned kend = k; /* words of fr[i] are [fr[i].k0, kend) */
+  if (how == BT_JOIN) kend = fr[n].k0;
+  for (unsigned i = n; i-- > 0;) {
+    const prof_bt_frame_t *f = &fr[i];
+    unsigned r = base + (n - 1 - i);
+    prof_sfx_frame_t *d = &s->f[r];
+    for (unsigned j = f->k0; j < kend; j++)
+      if (j != f->bpw || live) s->word[nk++] = word[j];
+    live = f->use_bp || (f->bpw == PROF_SFX_WORDS && live);
+    kend = f->k0;
+    h = prof_bt_hash_step(h, (uintptr_t)out[i]);
+    *d = (prof_sfx_frame_t){f->sp, f->bp, h, (uint16_t)nk, live};
+    s->pc[PROF_DEPTH_MAX - 1 - r] = (uintptr_t)out[i];
+  }
+  s->n = base + n;
+  s->hi = hi;
+  *hash = prof_bt_hash_fin(h, s->n);
+  nalloc_assert(s->n <= max);
+  /* The walk's replay record: every word the walk from the leaf needs. */
+  if (nk <= PROF_WALK_WORDS) {
+    memcpy(w->word, s->word, nk * sizeof *w->word); /* outermost first */
+    w->nwords = nk;
+    w->bp_in = live;
+  } else {
+    w->nwords = PROF_WALK_NONE;
+  }
+  return s->n;
 other:
   w->nwords = PROF_WALK_NONE;
+  *hash = 0;
   return bt_unw(caller, out, max);
 }
 
@@ -362,8 +447,10 @@ NALLOC_NOINLINE prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td,
   void *pcs[PROF_DEPTH_MAX];
   tsd_t *tsd = tsd_get();
   tsd->reentrant++; /* libunwind may allocate: not the program's memory */
-  unsigned n = bt_dwarf(td, caller, sp, bp, pcs, opt_prof_depth, w);
-  prof_tctx_t *t = prof_tctx_lookup(td, pcs, n);
+  uint64_t hs;
+  unsigned n = bt_dwarf(td, caller, sp, bp, pcs, opt_prof_depth, w, &hs);
+  prof_tctx_t *t = hs != 0 ? prof_tctx_lookup_hashed(td, pcs, n, hs)
+                           : prof_tctx_lookup(td, pcs, n);
   w->pc = (uintptr_t)caller;
   w->sp = sp;
   w->bp = bp;

@@ -266,7 +266,8 @@ _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
  * read, so that the same stack can be recognised by re-reading them. */
-#define PROF_WALK_SETS_LG 2
+#define PROF_WALK_SETS_LG 4 /* sqlite3 cycles through ~20 stacks a statement:
+                                with 4 sets it walked nearly every one */
 #define PROF_WALKS (2 << PROF_WALK_SETS_LG) /* two ways a set */
 #define PROF_WALK_WORDS 64
 #define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
@@ -283,6 +284,54 @@ typedef struct {
   unsigned nwords;
   prof_walk_word_t word[PROF_WALK_WORDS];
 } prof_walk_t;
+
+/* The thread's last full dwarf walk, outermost frame first, kept so that
+ * a later walk that reaches one of its frames (same return address, same
+ * rsp, and rbp if the rest of the walk read it) can take the frames above
+ * from it once the stack words those frames read are checked unchanged
+ * (prof_bt.c: the suffix cache). Deep stacks differ near the leaf and
+ * share their outer frames (an interpreter's loop, main). */
+#define PROF_SFX_WORDS (3 * PROF_DEPTH_MAX) /* at most 3 reads a frame */
+typedef struct {
+  uintptr_t sp, bp;     /* the walk's state on reaching this frame */
+  uint64_t h;           /* prof_bt_hash_step over this frame's pc and
+                           every outer one's */
+  uint16_t wend;        /* word[0, wend): what the walk read from this
+                           frame outward */
+  bool bp_live;         /* the walk from here used bp as it was here */
+} prof_sfx_frame_t;
+typedef struct {
+  uintptr_t hi;   /* the stack bound the walk checked against */
+  unsigned n;     /* frames (0: none) */
+  bool cut;       /* stopped at the depth limit: f[0] is not the root */
+  prof_sfx_frame_t f[PROF_DEPTH_MAX];
+  /* f[r]'s return address at pc[PROF_DEPTH_MAX - 1 - r]: the frames from
+   * any one out lie leaf first, as a walk's result does (one memcpy) */
+  uintptr_t pc[PROF_DEPTH_MAX];
+  prof_walk_word_t word[PROF_SFX_WORDS];
+} prof_sfx_t;
+/* A walk in progress, leaf first (prof_bt.c's scratch): each frame's
+ * state, the index of its first word read and of its saved-rbp word. */
+typedef struct {
+  uintptr_t sp, bp;
+  uint16_t k0, bpw; /* bpw: PROF_SFX_WORDS if rbp was not restored */
+  bool use_bp;      /* the frame's rule read bp */
+} prof_bt_frame_t;
+
+/* The stack hash: folded from the outermost frame in, so that the hash of
+ * a walk that took its outer frames from the suffix cache starts from the
+ * cached frame's state (prof_data.c hashes every stack this way). */
+#define PROF_BT_HASH_SEED 0x84222325cbf29ce4ull
+static inline uint64_t prof_bt_hash_step(uint64_t h, uintptr_t pc) {
+  h ^= (uint64_t)pc;
+  h *= 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+static inline uint64_t prof_bt_hash_fin(uint64_t h, unsigned n) {
+  h ^= (uint64_t)n * 0xd6e8feb86659fd93ull;
+  h *= 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 32);
+}
 
 /* prof_tdata_t.attn: the owner's sampled path reads this one word and
  * looks further only when it is not 0. */
@@ -314,6 +363,9 @@ typedef struct prof_tdata_s {
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
   uint8_t walk_lru[PROF_WALKS / 2]; /* per set: the way to replace next */
   size_t tab_cap, tab_n;
+  prof_sfx_t sfx;                   /* dwarf: the last full walk */
+  prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
+  prof_walk_word_t bt_word[PROF_SFX_WORDS];
 } prof_tdata_t;
 
 extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
@@ -350,15 +402,33 @@ prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td, const void *caller,
                               uintptr_t sp, uintptr_t bp,
                               prof_walk_t *w);
 
+/* The highest i < n whose stack word changed (w[i].addr no longer holds
+ * w[i].val), or -1. Four words a step, or-ing their differences: a walk
+ * of CPython's test suite checks ~140 words, nearly always unchanged. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN int
+prof_words_changed(const prof_walk_word_t *w, unsigned n) {
+  unsigned i = n;
+  for (; i >= 4; i -= 4) {
+    uintptr_t d = (*(const uintptr_t *)w[i - 1].addr ^ w[i - 1].val) |
+                  (*(const uintptr_t *)w[i - 2].addr ^ w[i - 2].val) |
+                  (*(const uintptr_t *)w[i - 3].addr ^ w[i - 3].val) |
+                  (*(const uintptr_t *)w[i - 4].addr ^ w[i - 4].val);
+    if (unlikely(d != 0)) break;
+  }
+  while (i-- > 0)
+    if (*(const uintptr_t *)w[i].addr != w[i].val) return (int)i;
+  return -1;
+}
+
 /* The same call site at the same depth, the same rbp, and the same words
- * on the stack: the same walk, without taking a step. */
+ * on the stack: the same walk, without taking a step. The words are kept
+ * outermost first (as the suffix cache holds them) and read innermost
+ * first: a stack that changed mostly changed near the leaf. */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
 prof_walk_same(const prof_walk_t *w, const void *caller, uintptr_t sp,
                uintptr_t bp) {
   if (w->pc != (uintptr_t)caller || w->sp != sp || (w->bp_in && w->bp != bp)) return false;
-  const prof_walk_word_t *x = w->word, *end = x + w->nwords;
-  while (x < end && *(const uintptr_t *)x->addr == x->val) x++;
-  return x == end;
+  return prof_words_changed(w->word, w->nwords) < 0;
 }
 
 /* A recorded walk of this stack, or NULL and in *victim the slot to
@@ -474,6 +544,9 @@ prof_tdata_t *prof_tdata_get(tsd_t *tsd, bool create);
 /* The tctx of (pcs, td->want_bkt, td->node), made if new (NULL: out of
  * memory). */
 prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n);
+/* The same, with the stack's hash (prof_bt_hash_fin) already known. */
+prof_tctx_t *prof_tctx_lookup_hashed(prof_tdata_t *td, void **pcs, unsigned n,
+                                     uint64_t hs);
 /* The tctx of the same stack as `any`, in size bucket bkt (and the
  * thread's node). */
 prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,

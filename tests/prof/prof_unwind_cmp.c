@@ -8,7 +8,16 @@
  * allocation is recorded) from many kinds of stacks, each site with its
  * own request size, keeps most objects live, frees some, and dumps:
  *  - recursion 1..40 deep, 1..8 deep through prof_unwind_cmp_nofp.c,
- *    and 150 deep (cut at prof_depth);
+ *    and 129..160 deep (cut at prof_depth) in an order that makes the
+ *    dwarf walker's suffix cache meet a cut walk from below and above;
+ *  - for the suffix cache (a walk that reaches a frame of the thread's
+ *    last walk in the same state takes the outer frames from it): one
+ *    chain of fp and no-fp frames, of varying depth, called alternately
+ *    from two middle functions with the same frame (with and without
+ *    frame pointers), so that the chain's frames recur at the same rsp
+ *    with the same return addresses while a word further out differs;
+ *    and a frame with an rbp-based CFA reached at the same rsp and
+ *    return address with another rbp, the words at both rbps the same;
  *  - alloca / VLA frames, here and in the -fomit-frame-pointer file (a
  *    rbp-based CFA among rsp-based ones), a big stack frame, a tail call,
  *    a call to a noreturn function that is its caller's last instruction,
@@ -115,6 +124,12 @@ enum {
   S_SIG,
   S_SIG_NOFP,
   S_ALTSIG,
+  S_SFX_A,
+  S_SFX_B,
+  S_NOFP_SFX_A,
+  S_NOFP_SFX_B,
+  S_SFX_VLA,
+  S_SFX_VLA_W,
   S_N
 };
 #define REC_MAX 40
@@ -174,6 +189,12 @@ static const site_t sites[] = {
     {S_SIG, {"on_sig", "sig_raiser", "run_all"}, NULL, true, false},
     {S_SIG_NOFP, {"nofp_leaf", "on_sig", "sig_raiser", "run_all"}, NULL, true, false},
     {S_ALTSIG, {"on_altsig", "altsig_raiser", "run_all"}, NULL, true, false},
+    {S_SFX_A, {"sfx_leaf", "sfx_chain", "sfx_mid_a", "sfx_top", "run_all"}, "sfx_mid_b", false, false},
+    {S_SFX_B, {"sfx_leaf", "sfx_chain", "sfx_mid_b", "sfx_top", "run_all"}, "sfx_mid_a", false, false},
+    {S_NOFP_SFX_A, {"sfx_leaf", "sfx_chain", "nofp_sfx_mid_a", "sfx_top", "run_all"}, "nofp_sfx_mid_b", false, false},
+    {S_NOFP_SFX_B, {"sfx_leaf", "sfx_chain", "nofp_sfx_mid_b", "sfx_top", "run_all"}, "nofp_sfx_mid_a", false, false},
+    {S_SFX_VLA, {"sfx_vla_leaf", "sfx_vla", "sfx_vla_top", "run_all"}, "sfx_vla_w", false, false},
+    {S_SFX_VLA_W, {"sfx_vla_leaf", "sfx_vla", "sfx_vla_w", "sfx_vla_top", "run_all"}, NULL, false, false},
 };
 #define NSITES (sizeof sites / sizeof sites[0])
 
@@ -197,6 +218,8 @@ void nofp_twin_a(size_t n);
 void nofp_twin_b(size_t n);
 int nofp_cmp_alloc(const void *a, const void *b);
 extern size_t nofp_cmp_size;
+void nofp_sfx_mid_a(int k, size_t n, void (*chain)(int, size_t));
+void nofp_sfx_mid_b(int k, size_t n, void (*chain)(int, size_t));
 
 #define KEEP_MAX 8192
 static void *kept[KEEP_MAX];
@@ -375,12 +398,105 @@ NOINL void altsig_raiser(void) {
   __asm__ volatile("");
 }
 
+/* The suffix cache's shapes. sfx_chain's frames (fp ones, and no-fp
+ * nofp_rec ones between) lie at the same rsp with the same return
+ * addresses under sfx_mid_a and sfx_mid_b (the same frame: the walker's
+ * cached state matches at each of them), and the chain is walked again
+ * at depths that change every call, so the thread's recent walks (kept
+ * by call site and rsp) seldom know the stack and the suffix cache is
+ * what answers. sfx_top calls the middle functions from one call site,
+ * so only the word that returns into sfx_mid_a or sfx_mid_b (or their
+ * no-fp twins) tells the stacks apart. */
+static volatile int sfx_which;
+static unsigned sfx_calls;
+NOINL void sfx_leaf(size_t n) {
+  void *p = t_malloc(n);
+  if (sfx_calls++ % 8 == 0) cmp_keep(p);
+  else t_free(p);
+  __asm__ volatile("");
+}
+NOINL void sfx_chain(int k, size_t n) {
+  if (k <= 1) sfx_leaf(n);
+  else if (k & 1) nofp_rec(k - 1, n, sfx_chain);
+  else sfx_chain(k - 1, n);
+  __asm__ volatile("");
+}
+NOINL void sfx_mid_a(int k, size_t n, void (*chain)(int, size_t)) {
+  sfx_which = 1;
+  chain(k, n);
+  __asm__ volatile("");
+}
+NOINL void sfx_mid_b(int k, size_t n, void (*chain)(int, size_t)) {
+  sfx_which = 2;
+  chain(k, n);
+  __asm__ volatile("");
+}
+NOINL void sfx_top(void) {
+  typedef void (*mid_fn)(int, size_t, void (*)(int, size_t));
+  static const mid_fn mids[] = {sfx_mid_a, sfx_mid_b, nofp_sfx_mid_a, nofp_sfx_mid_b};
+  static const int ids[] = {S_SFX_A, S_SFX_B, S_NOFP_SFX_A, S_NOFP_SFX_B};
+  for (int i = 0; i < 192; i++) {
+    /* runs of even depths and of odd ones: the frames of two depths of
+     * one parity differ first near the leaf, so walks meet the cached
+     * chain at every one of its frames, the outermost included */
+    int k = 2 + 2 * ((i * 5) % 11) + (i / 11) % 2;
+    int m = (i + i / 4) % 4;
+    mid_fn volatile f = mids[m]; /* one call site: the frames above the
+                                    middle one are the same words */
+    f(k, SZ(ids[m]) + base, sfx_chain);
+  }
+  __asm__ volatile("");
+}
+
+/* The same rsp and return address with another rbp: sfx_vla sizes its
+ * VLA so that its rsp is the same whether sfx_vla_top calls it directly
+ * or through sfx_vla_w (one call site), so sfx_vla_leaf's frame and
+ * sfx_vla's recur at the same rsp; sfx_vla's CFA is rbp-based and its rbp
+ * differs by sfx_vla_w's frame, under which lie the same two words
+ * (caller's rbp, return into sfx_vla_top) the direct call's rbp pointed
+ * at. Only the rbp tells the stacks apart: a cached frame is reused only
+ * with the rbp it had when a rule further out reads it. */
+static uintptr_t sfx_vla_end;
+NOINL void sfx_vla_leaf(size_t n) {
+  cmp_keep(t_malloc(n));
+  __asm__ volatile("");
+}
+NOINL void sfx_vla(size_t n) {
+  uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+  if (sfx_vla_end == 0) sfx_vla_end = (fp - 4096) & ~(uintptr_t)15;
+  char buf[fp - sfx_vla_end]; /* rsp ends at the same place */
+  buf[0] = 1;
+  sfx_vla_leaf(n);
+  __asm__ volatile("" : : "r"(buf) : "memory");
+}
+NOINL void sfx_vla_w(size_t n) {
+  sfx_vla(n);
+  __asm__ volatile("");
+}
+NOINL void sfx_vla_top(void) {
+  static void (*const fns[])(size_t) = {sfx_vla, sfx_vla_w};
+  static const int ids[] = {S_SFX_VLA, S_SFX_VLA_W};
+  for (int i = 0; i < 4; i++) {
+    void (*volatile f)(size_t) = fns[i % 2];
+    f(SZ(ids[i % 2]) + base);
+  }
+  __asm__ volatile("");
+}
+
 NOINL void run_all(void) {
   for (int d = 1; d <= REC_MAX; d++) rec(d, SZ(S_REC + d - 1) + base);
   for (int d = 1; d <= MIX_MAX; d++) rec_mix(d, SZ(S_MIX + d - 1) + base);
   /* Cut at prof_depth, the stack has only rec frames: the same stack in
    * both threads. So only in the first. */
-  if (base == 0) rec(DEEP, SZ(S_DEEP));
+  if (base == 0) {
+    /* deeper, shallower, and again: the cut walk cached, then met by
+     * walks that would need frames beyond its cut and by deeper ones */
+    static const int deep[] = {DEEP, DEEP + 1, DEEP - 1, DEEP + 10, DEEP - 10, 129, 135, DEEP};
+    for (size_t j = 0; j < sizeof deep / sizeof deep[0]; j++) rec(deep[j], SZ(S_DEEP));
+  }
+  sfx_top();
+  sfx_vla_end = 0;
+  sfx_vla_top();
   for (int i = 0; i < 3; i++) { /* three objects per stack */
     site_malloc(SZ(S_MALLOC) + base);
     site_calloc(SZ(S_CALLOC) + base);

@@ -129,6 +129,21 @@ NOINL void nofp_rec(int k, size_t n, void (*back)(int, size_t)) {
   __asm__ volatile(""); /* no tail call */
 }
 
+/* The suffix-cache shapes' middle frames without frame pointers: the
+ * same frame, so the frames they call lie at the same rsp under either
+ * (sfx_top in prof_unwind_cmp.c). */
+volatile int nofp_sfx_which;
+NOINL void nofp_sfx_mid_a(int k, size_t n, void (*chain)(int, size_t)) {
+  nofp_sfx_which = 1;
+  chain(k, n);
+  __asm__ volatile(""); /* no tail call */
+}
+NOINL void nofp_sfx_mid_b(int k, size_t n, void (*chain)(int, size_t)) {
+  nofp_sfx_which = 2;
+  chain(k, n);
+  __asm__ volatile("");
+}
+
 /* bsearch's comparator: libc frames (no frame pointers) above it. */
 size_t nofp_cmp_size;
 NOINL int nofp_cmp_alloc(const void *a, const void *b) {
