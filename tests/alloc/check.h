@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,6 +266,26 @@ CHECK_UNUSED static void set_thread_arena(unsigned a) {
 }
 CHECK_UNUSED static unsigned get_thread_arena(void) {
   return ctl_unsigned("thread.arena");
+}
+
+/* A "Key:" figure of /proc/self/status, in KiB (VmRSS, VmHWM, ...). */
+CHECK_UNUSED static size_t status_kib(const char *key) {
+  FILE *f = fopen("/proc/self/status", "r");
+  CHECK(f != NULL);
+  char line[256];
+  size_t v = 0, n = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, key, n) == 0 && line[n] == ':') v = strtoull(line + n + 1, NULL, 10);
+  fclose(f);
+  return v;
+}
+
+/* Resets VmHWM to the current RSS; false where the kernel does not allow it. */
+CHECK_UNUSED static bool hwm_reset(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f == NULL) return false;
+  bool ok = fputs("5", f) >= 0;
+  return fclose(f) == 0 && ok;
 }
 
 #define MiB ((size_t)1 << 20)

@@ -22,32 +22,8 @@
 
 #include "check.h"
 
-static size_t status_kib(const char *key) {
-  FILE *f = fopen("/proc/self/status", "r");
-  CHECK(f != NULL);
-  char line[256];
-  size_t v = 0, n = strlen(key);
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, key, n) == 0 && line[n] == ':') v = strtoull(line + n + 1, NULL, 10);
-  fclose(f);
-  return v;
-}
-
-/* Resets VmHWM to the current RSS; false where the kernel does not allow it. */
-static bool hwm_reset(void) {
-  FILE *f = fopen("/proc/self/clear_refs", "w");
-  if (f == NULL) return false;
-  bool ok = fputs("5", f) >= 0;
-  return fclose(f) == 0 && ok;
-}
-
-static uint64_t rng_state = 42;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static rng_t rng = {42};
+static uint64_t rnd(void) { return rng_next(&rng); }
 
 #define NBUF 20
 #define MIB ((size_t)1 << 20)
