@@ -33,14 +33,7 @@ lib=$(readlink -f "$lib")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-find_lib() { # the first of the names that the loader can find
-  local d f
-  for f in "$@"; do
-    for d in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib /usr/local/lib; do
-      [ -e "$d/$f" ] && { echo "$d/$f"; return; }
-    done
-  done
-}
+. "$here/lib.sh" # find_lib, median
 
 names=(glibc nalloc)
 preload=("" "$lib")
@@ -116,7 +109,6 @@ run1() { # prog i [attempt]
   tail -1 "$tmp/time" | awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}'
 }
 
-median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 declare -A t_s t_c t_rss
 na=${#names[@]}

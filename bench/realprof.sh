@@ -37,14 +37,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
-find_lib() { # the first of the names that the loader can find
-  local d f
-  for f in "$@"; do
-    for d in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib /usr/local/lib; do
-      [ -e "$d/$f" ] && { echo "$d/$f"; return; }
-    done
-  done
-}
+. "$here/lib.sh" # find_lib, median
 
 # configurations: name, LD_PRELOAD, environment, command prefix, base
 # (the same allocator unprofiled, for the second ratio)
@@ -152,7 +145,6 @@ run1() { # prog i [extra env] [attempt] (attempt "any": a failed run is not an e
   tail -1 "$tmp/time" | awk '{printf "%s %.2f %s\n", $1, $2 + $3, $4}'
 }
 
-median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 declare -A t_s t_c t_rss stopped
 na=${#names[@]}

@@ -33,14 +33,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 head -c 4096 /dev/urandom | base64 > "$tmp/in.txt"
 
-find_lib() { # the first of the names that the loader can find
-  local d f
-  for f in "$@"; do
-    for d in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib /usr/local/lib; do
-      [ -e "$d/$f" ] && { echo "$d/$f"; return; }
-    done
-  done
-}
+. "$here/lib.sh" # find_lib, median
 
 names=(glibc nalloc "nalloc prof:true")
 preload=("" "$lib" "$lib")
@@ -89,7 +82,6 @@ run_n() { # i n cmd...
   echo "$t0 $t1" | awk '{printf "%.6f\n", $2 - $1}'
 }
 
-median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 declare -A t_true t_cat m_wall m_cpu
 for ((r = 0; r < rounds; r++)); do
