@@ -28,7 +28,7 @@ static void large_unmap(span_t *s) { pagemap_set_ends((void *)s->start, s->npage
  * at 556 MiB resident, with one at 413 MiB, in less CPU time (the faults
  * of fresh mappings that a freed block elsewhere would have saved). */
 static arena_t *large_arena(arena_t *a) {
-  unsigned first = a->index - a->index % node_arenas_per;
+  unsigned first = node_first_arena(a->index);
   arena_t *b = first == a->index ? a : arena_get(first);
   return b != NULL ? b : a;
 }

@@ -69,6 +69,10 @@ static unsigned node_real[NODE_MAX]; /* the real node ids this process may use *
 static unsigned node_nreal = 1;
 static unsigned node_total_arenas = 1;
 static _Atomic bool node_bind_on;
+/* Set (release) once node_discover has stored the topology: the first
+ * thread reads it without the boot lock, and until then uses the one-node
+ * values without reading any (arena 0, no binding). */
+static _Atomic bool node_ready;
 static _Atomic unsigned node_rr[NODE_MAX];
 static _Atomic unsigned node_thread_seq;
 static unsigned node_boot_real; /* the real node the first thread ran on */
@@ -128,6 +132,7 @@ void node_discover(void) {
   node_total_arenas = total < 1 ? 1 : total > ARENAS_MAX ? ARENAS_MAX : total;
   atomic_store_explicit(&node_bind_on, (numa && nreal > 1) || opt_numa_nodes > 0,
                         memory_order_release);
+  atomic_store_explicit(&node_ready, true, memory_order_release);
   errno = saved;
 }
 
@@ -145,7 +150,13 @@ bool node_boot(void) {
 
 unsigned node_arena_count(void) { return node_total_arenas; }
 
+unsigned node_first_arena(unsigned i) {
+  if (!atomic_load_explicit(&node_ready, memory_order_acquire)) return i; /* arena 0 */
+  return i - i % node_arenas_per;
+}
+
 unsigned node_of_arena(unsigned i) {
+  if (!atomic_load_explicit(&node_ready, memory_order_acquire)) return 0; /* one node */
   unsigned node = i / node_arenas_per;
   return node < node_count ? node : node_count - 1;
 }
@@ -160,6 +171,11 @@ static unsigned node_current(void) {
 }
 
 unsigned node_pick_arena(void) {
+  if (!atomic_load_explicit(&node_ready, memory_order_acquire)) {
+    /* arena 0, counted as node 0's first pick: the next thread takes 1 */
+    atomic_fetch_add_explicit(&node_rr[0], 1, memory_order_relaxed);
+    return 0;
+  }
   unsigned node = opt_numa_nodes
                       ? atomic_fetch_add_explicit(&node_thread_seq, 1, memory_order_relaxed) % node_count
                       : node_current();

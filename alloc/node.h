@@ -38,6 +38,9 @@ bool node_boot(void);
 void node_discover(void);
 unsigned node_arena_count(void);
 unsigned node_of_arena(unsigned i);
+/* The first arena of arena i's node (i itself before discovery, when
+ * arena 0 is the only one); safe without the boot lock. */
+unsigned node_first_arena(unsigned i);
 /* Arena for a thread starting now on the current CPU. */
 unsigned node_pick_arena(void);
 /* Memory mapped for an arena of `node`: bind it there (preferred). */
