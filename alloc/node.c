@@ -99,10 +99,11 @@ static unsigned node_cpus(void) {
   return n > 0 ? (unsigned)n : 1;
 }
 
-/* Everything is computed first and stored after, node_bind_on last
- * (release): the first thread may be mapping memory meanwhile
- * (node_bind_range), and must see either the one-node values or all of the
- * new ones. Idempotent: a fork child may run it again. */
+/* Everything is computed first and stored after, node_bind_on and
+ * node_ready last (release): the first thread may be mapping memory or
+ * picking an arena meanwhile (node_bind_range, node_pick_arena), and must
+ * see either the one-node values or all of the new ones. Idempotent: a
+ * fork child may run it again. */
 void node_discover(void) {
   int saved = errno;
   unsigned real[NODE_MAX] = {0}, nreal = opt_numa ? node_allowed(real) : 0;
