@@ -94,11 +94,7 @@ static void run_realloc(bool check_rss) {
 }
 
 int main(void) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  bool check_rss = false;
-#else
-  bool check_rss = true;
-#endif
+  bool check_rss = !CHECK_ASAN && !CHECK_TSAN; /* a sanitizer's shadow is resident too */
   size_t rss0 = status_kib("VmRSS");
   run_steady(check_rss);
   run_realloc(check_rss);
