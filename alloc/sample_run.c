@@ -8,7 +8,7 @@
  * sample's cost on bench-random. A freed run is kept instead in the
  * freeing thread's heap, at most one of each length of 1 to
  * SAMPLE_RUN_PAGES pages and SAMPLE_RUN_KEEP pages in all, and a later
- * sample of n pages takes the shortest kept run of n to 2n pages (62% of
+ * sample of n pages takes the shortest kept run of n to 2n pages (60% of
  * bench-random's samples). A kept run keeps its record and page-map
  * entries; only its kind changes (SPAN_KEPT), so that a free of it is a
  * bad pointer.
