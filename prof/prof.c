@@ -105,8 +105,11 @@ int64_t prof_next_wait(tsd_t *tsd) {
    * here at its start: most short-lived threads never sample, and the
    * tdata (~76 KB, mapped on its own, ten-odd pages touched) cost
    * bench-threads 10 page faults and an mmap/munmap a thread (1.4-2.7x
-   * its unprofiled time). An expired one is renewed. */
-  if (td != NULL) td = prof_tdata_get(tsd, tsd->reentrant == 0);
+   * its unprofiled time). An expired one is renewed. With interval dumps
+   * on, a thread's tdata is still made at its start: the trigger counts
+   * the bytes of every wait, the first one included (td->last_wait). */
+  if (td != NULL || opt_lg_prof_interval >= 0)
+    td = prof_tdata_get(tsd, tsd->reentrant == 0);
   if (unlikely(td == NULL)) {
     /* No tdata yet (no sample yet, TSD not nominal, or out of metadata
      * memory): an unbiased wait from a shared seed is good enough for
