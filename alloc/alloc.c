@@ -10,6 +10,7 @@
 #include "heap.h"
 #include "large.h"
 #include "sample.h"
+#include "sample_run.h"
 #include "../prof/prof_hook.h"
 
 
@@ -51,6 +52,8 @@ static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
     if (zero) memset(p, 0, size);
     return p;
   }
+  if (own_page && size <= SC_SMALL_MAX && align <= PAGE)
+    return sample_run_alloc(tsd, size, zero);
   arena_t *a = arena_get(tsd->state == TSD_NOMINAL ? tsd->arena : 0);
   if (a == NULL) {
     errno = ENOMEM;

@@ -7,6 +7,7 @@
 #include "large.h"
 #include "log.h"
 #include "sample.h"
+#include "sample_run.h"
 
 static const char *const fn_names[FN_N] = {"free", "operator delete", "realloc",
                                            "malloc_usable_size"};
@@ -59,7 +60,7 @@ void free_slow(void *p, int fn) {
   span_t *s = span_checked(fn, p, &i);
   sample_release(s, p);
   if (s->kind == SPAN_LARGE) {
-    large_free(s);
+    if (!s->sample_run || !sample_run_keep(s)) large_free(s);
     return;
   }
   if (!free_small(s, i)) double_free(fn, p);

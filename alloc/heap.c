@@ -14,6 +14,7 @@
 #include "background.h"
 #include "base.h"
 #include "lock.h"
+#include "sample_run.h"
 
 /* Empty spans a heap keeps per class for its next allocations; the rest go
  * back to the page heap (where other classes and threads can use them). */
@@ -114,6 +115,8 @@ heap_t *heap_create(arena_t *a) {
     nlock_unlock(&heaps_lock);
   }
   memset(h->bins, 0, sizeof h->bins);
+  memset(h->sruns, 0, sizeof h->sruns);
+  h->srun_pages = 0;
   for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   h->arena = a; /* lock stays NULL: only arenas' shared heaps have one */
@@ -304,6 +307,7 @@ static void heap_flush_as(heap_t *h, bool alone) {
   heap_each(h, orphan_one, &alone, false);
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   heap_each(h, give_back_one, h, true);
+  sample_run_flush(h);
   h->busy = 0;
 }
 

@@ -34,12 +34,16 @@ static arena_t *large_arena(arena_t *a) {
 }
 
 void *large_alloc(arena_t *a, size_t size, size_t align, bool zero) {
+  return large_alloc_in(large_arena(a), size, align, zero);
+}
+
+void *large_alloc_in(arena_t *a, size_t size, size_t align, bool zero) {
   size_t np = ALIGN_UP(size, PAGE) / PAGE;
   if (size > ((size_t)1 << ADDR_BITS) || np == 0) {
     errno = ENOMEM;
     return NULL;
   }
-  a = arena_usable(large_arena(a));
+  a = arena_usable(a);
   pages_t pg;
   nlock_lock(&a->heap_lock);
   span_t *s = pheap_rec_new(a);

@@ -7,6 +7,10 @@
 
 /* NULL (errno ENOMEM) when it cannot be had. */
 void *large_alloc(arena_t *a, size_t size, size_t align, bool zero);
+/* The same from arena a's own page heap, not its node's first arena's: a
+ * sampled small block's run (sample_run.c) comes from the pages of the
+ * thread's small spans, which its free gives back to. */
+void *large_alloc_in(arena_t *a, size_t size, size_t align, bool zero);
 void large_free(span_t *s);
 /* Grows or shrinks large block s in place to hold `size` bytes; false if
  * the pages after it are not free. */

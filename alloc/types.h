@@ -50,7 +50,9 @@ typedef struct sc_info_s {
  * sc_slot_of): small spans are never longer. */
 #define SPAN_MAX_BYTES ((size_t)1 << 20)
 
-enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
+/* SPAN_KEPT: a sampled block's page run, freed and kept in a thread heap's
+ * cache for the next sample (sample_run.c): not a block any more. */
+enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3, SPAN_KEPT = 4 };
 
 /* Which of its owner's lists a small span is on (owner-private). */
 enum { SL_NONE, SL_CUR, SL_AVAIL, SL_FULL, SL_EMPTY, SL_ABANDONED };
@@ -118,6 +120,8 @@ typedef struct span_s {
   _Atomic uint8_t prof_births;  /* SPAN_SMALL: `prof` holds a birth time per
                                    slot after its records (sample.c; a
                                    record with bit 0 set has one) */
+  uint8_t sample_run;           /* SPAN_LARGE, SPAN_KEPT: the page run of a
+                                   sampled small block (sample_run.c) */
   /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
    * the span was sampled. SPAN_LARGE: the block's tctx and size. */
   _Atomic(sample_slot_t *) prof;
@@ -134,6 +138,11 @@ typedef struct span_s {
 #define SPAN_RBITS SPAN_MAX_WORDS
 
 /* ---- heaps (heap.c) ---------------------------------------------------- */
+/* A thread heap keeps freed page runs of sampled small blocks of up to
+ * SAMPLE_RUN_PAGES pages, one of each length, SAMPLE_RUN_KEEP pages in all
+ * (sample_run.c). */
+#define SAMPLE_RUN_PAGES (SC_SMALL_MAX / PAGE)
+#define SAMPLE_RUN_KEEP 64
 /* A heap's doubly linked list of spans (through span.next/prev). */
 typedef struct span_list_s {
   span_t *head, *tail;
@@ -162,6 +171,10 @@ typedef struct heap_s {
   uint8_t busy;                /* inside a slow path (fork from a signal
                                   handler: the child drops a busy heap) */
   uint8_t live;                /* owned by a thread (or an arena) */
+  uint16_t srun_pages;         /* pages in sruns */
+  /* Freed page runs of sampled blocks, by length in pages (sruns[n-1]:
+   * n pages), kept for the thread's next samples (sample_run.c). */
+  span_t *sruns[SAMPLE_RUN_PAGES];
   heap_bin_t bins[SC_NSMALL];
 } heap_t;
 

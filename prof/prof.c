@@ -101,10 +101,19 @@ int64_t prof_next_wait(tsd_t *tsd) {
       !(atomic_load_explicit(&td->attn, memory_order_relaxed) &
         PROF_ATTN_EXPIRED))
     return -1;
-  td = prof_tdata_get(tsd, tsd->reentrant == 0);
+  /* A thread's tdata is made at its first sample (sample_setup), not
+   * here at its start: most short-lived threads never sample, and the
+   * tdata (~76 KB, mapped on its own, ten-odd pages touched) cost
+   * bench-threads 10 page faults and an mmap/munmap a thread (1.4-2.7x
+   * its unprofiled time). An expired one is renewed. With interval dumps
+   * on, a thread's tdata is still made at its start: the trigger counts
+   * the bytes of every wait, the first one included (td->last_wait). */
+  if (td != NULL || opt_lg_prof_interval >= 0)
+    td = prof_tdata_get(tsd, tsd->reentrant == 0);
   if (unlikely(td == NULL)) {
-    /* No tdata yet (TSD not nominal, or out of metadata memory): an
-     * unbiased wait from a shared seed is good enough for this once. */
+    /* No tdata yet (no sample yet, TSD not nominal, or out of metadata
+     * memory): an unbiased wait from a shared seed is good enough for
+     * this once. */
     static _Atomic uint64_t seed = 0x5eed;
     uint64_t s = atomic_fetch_add(&seed, 0x9e3779b97f4a7c15ull);
     return prof_draw_wait(&s, atomic_load_explicit(&prof_lg_sample,
@@ -153,6 +162,8 @@ static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
   if (td != NULL &&
       (atomic_load_explicit(&td->attn, memory_order_relaxed) & PROF_ATTN_SWEEP))
     prof_tdata_sweep(td);
+  if (td == NULL) /* the thread's first sample: its PRNG draws from now on */
+    prof_tdata_get(tsd, true);
   tsd->prof_countdown = prof_next_wait(tsd);
   td = tsd->prof_tdata;
   if (unlikely(td == NULL || (atomic_load_explicit(&td->attn,

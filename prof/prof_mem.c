@@ -9,7 +9,7 @@
  * becomes empty is unmapped, except one per class kept for reuse (so a
  * thread that starts and exits in a loop does not map and unmap a slab
  * each time). Blocks above PROF_MEM_SLAB_MAX are mapped on their own and
- * unmapped when freed.
+ * unmapped when freed, but for the last one freed (big_spare).
  *
  * Blocks are zeroed and 64-byte aligned (records keep their hot counters
  * on cache lines of their own). One lock, a leaf: any profiler lock may be
@@ -32,6 +32,13 @@ typedef struct slab_s {
 static nlock_t mem_lock = NLOCK_INITIALIZER(LOCK_PROF_MEM);
 static slab_t *partial[NCLASS]; /* mem_lock */
 static slab_t *spare[NCLASS];   /* one empty slab per class, kept */
+/* The last big block freed (a thread's tdata, when a thread that sampled
+ * exits), kept mapped for the next one of its size: a thread that starts,
+ * samples and exits in a loop then neither maps nor faults its tdata in
+ * each time (bench-threads: ~15 page faults and an mmap/munmap pair a
+ * sampling thread). Zeroed again when reused. mem_lock. */
+static void *big_spare;
+static size_t big_spare_size;
 static _Atomic size_t mem_mapped;
 static _Atomic size_t mem_kind[PM_NKINDS];
 
@@ -84,7 +91,19 @@ void *prof_mem_alloc(size_t size, unsigned kind) {
   if (size == 0) size = 1;
   if (size > PROF_MEM_SLAB_MAX) {
     size_t n = ALIGN_UP(size, PAGE);
-    void *p = os_map(n);
+    void *p = NULL;
+    nlock_lock(&mem_lock);
+    if (big_spare != NULL && big_spare_size == n) {
+      p = big_spare;
+      big_spare = NULL;
+    }
+    nlock_unlock(&mem_lock);
+    if (p != NULL) {
+      memset(p, 0, n);
+      atomic_fetch_add_explicit(&mem_kind[kind], n, memory_order_relaxed);
+      return p;
+    }
+    p = os_map(n);
     if (p == NULL) return NULL;
     atomic_fetch_add_explicit(&mem_mapped, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&mem_kind[kind], n, memory_order_relaxed);
@@ -122,9 +141,17 @@ void prof_mem_free(void *p, size_t size, unsigned kind) {
   if (size == 0) size = 1;
   if (size > PROF_MEM_SLAB_MAX) {
     size_t n = ALIGN_UP(size, PAGE);
+    atomic_fetch_sub_explicit(&mem_kind[kind], n, memory_order_relaxed);
+    nlock_lock(&mem_lock);
+    void *old = big_spare;
+    size_t old_n = big_spare_size;
+    big_spare = p;
+    big_spare_size = n;
+    nlock_unlock(&mem_lock);
+    if (old == NULL) return; /* kept: still mapped */
+    p = old, n = old_n;
     os_unmap(p, n);
     atomic_fetch_sub_explicit(&mem_mapped, n, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&mem_kind[kind], n, memory_order_relaxed);
     return;
   }
   slab_t *s = (slab_t *)((uintptr_t)p & ~(SLAB - 1)), *gone = NULL;
