@@ -436,6 +436,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   uint64_t h = base > 0 ? s->f[base - 1].h : PROF_BT_HASH_SEED;
   unsigned kend = k; /* words of fr[i] are [fr[i].k0, kend) */
   if (how == BT_JOIN) kend = fr[n].k0;
+  uint64_t ver = ++s->gen;
   for (unsigned i = n; i-- > 0;) {
     const prof_bt_frame_t *f = &fr[i];
     unsigned r = base + (n - 1 - i);
@@ -446,20 +447,33 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
     kend = f->k0;
     h = prof_bt_hash_step(h, (uintptr_t)out[i]);
     *d = (prof_sfx_frame_t){f->sp, f->bp, h, (uint16_t)nk, live};
+    s->ver[r] = ver;
     s->pc[PROF_DEPTH_MAX - 1 - r] = (uintptr_t)out[i];
   }
   s->n = base + n;
   s->hi = hi;
   *hash = prof_bt_hash_fin(h, s->n);
   nalloc_assert(s->n <= max);
-  /* The walk's replay record: every word the walk from the leaf needs. */
-  if (nk <= PROF_WALK_WORDS) {
-    memcpy(w->word, s->word, nk * sizeof *w->word); /* outermost first */
-    w->nwords = nk;
-    w->bp_in = live;
-  } else {
-    w->nwords = PROF_WALK_NONE;
+  /* The walk's replay record: every word the walk from the leaf needs,
+   * outermost first; past PROF_WALK_WORDS, the innermost ones and the
+   * outermost frame of the record whose words from there out are no more
+   * than the rest (the frame furthest out: the one a later walk is least
+   * likely to rewrite). CPython's test_json (callgrind, main process)
+   * checks ~68 words an allocation: with only records of at most 64
+   * words, 3.21M of its 3.30M allocations were walked; with this, 158k. */
+  w->bp_in = live;
+  w->sfx_c = PROF_WALK_NOSFX;
+  unsigned from = 0;
+  if (nk > PROF_WALK_WORDS) {
+    unsigned r = s->n - 1; /* s->f[r].wend == nk */
+    while (r > 0 && nk - s->f[r - 1].wend <= PROF_WALK_WORDS) r--;
+    w->sfx_c = r;
+    w->sfx_ver = s->ver[r];
+    from = s->f[r].wend;
   }
+  nalloc_assert(nk - from <= PROF_WALK_WORDS);
+  memcpy(w->word, s->word + from, (nk - from) * sizeof *w->word);
+  w->nwords = nk - from;
   return s->n;
 other:
   w->nwords = PROF_WALK_NONE;

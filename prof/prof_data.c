@@ -163,7 +163,7 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   }
   g->id = next_gctx_id++;
   g->hash = h;
-  g->nframes = n;
+  g->nframes = (uint16_t)n;
   g->nref = 1;
   g->tail = tail;
   memcpy(g->pcs, pcs, (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *));

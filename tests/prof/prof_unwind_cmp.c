@@ -18,6 +18,9 @@
  *    with the same return addresses while a word further out differs;
  *    and a frame with an rbp-based CFA reached at the same rsp and
  *    return address with another rbp, the words at both rbps the same;
+ *    the same chain 75 and 96 frames deep under two middle functions,
+ *    whose replay records keep their innermost words and count on the
+ *    suffix cache for the rest;
  *  - alloca / VLA frames, here and in the -fomit-frame-pointer file (a
  *    rbp-based CFA among rsp-based ones), a big stack frame, a tail call,
  *    a call to a noreturn function that is its caller's last instruction,
@@ -130,6 +133,10 @@ enum {
   S_NOFP_SFX_B,
   S_SFX_VLA,
   S_SFX_VLA_W,
+  S_DSFX_A50, /* dsfx_top -> dsfx_mid_a/b -> sfx_chain 50 or 64 deep */
+  S_DSFX_A64,
+  S_DSFX_B50,
+  S_DSFX_B64,
   S_N
 };
 #define REC_MAX 40
@@ -195,6 +202,10 @@ static const site_t sites[] = {
     {S_NOFP_SFX_B, {"sfx_leaf", "sfx_chain", "nofp_sfx_mid_b", "sfx_top", "run_all"}, "nofp_sfx_mid_a", false, false},
     {S_SFX_VLA, {"sfx_vla_leaf", "sfx_vla", "sfx_vla_top", "run_all"}, "sfx_vla_w", false, false},
     {S_SFX_VLA_W, {"sfx_vla_leaf", "sfx_vla", "sfx_vla_w", "sfx_vla_top", "run_all"}, NULL, false, false},
+    {S_DSFX_A50, {"sfx_leaf", "sfx_chain", "dsfx_mid_a", "dsfx_top", "run_all"}, "dsfx_mid_b", false, false},
+    {S_DSFX_A64, {"sfx_leaf", "sfx_chain", "dsfx_mid_a", "dsfx_top", "run_all"}, "dsfx_mid_b", false, false},
+    {S_DSFX_B50, {"sfx_leaf", "sfx_chain", "dsfx_mid_b", "dsfx_top", "run_all"}, "dsfx_mid_a", false, false},
+    {S_DSFX_B64, {"sfx_leaf", "sfx_chain", "dsfx_mid_b", "dsfx_top", "run_all"}, "dsfx_mid_a", false, false},
 };
 #define NSITES (sizeof sites / sizeof sites[0])
 
@@ -448,6 +459,42 @@ NOINL void sfx_top(void) {
   __asm__ volatile("");
 }
 
+/* Replays of walks deeper than a replay record's 64 words: such a record
+ * keeps its innermost words and counts on a frame of the suffix cache for
+ * the rest (while no walk rewrote that frame). sfx_chain 50 and 64 deep
+ * (75 and 96 frames: sfx_chain and no-fp nofp_rec ones, under prof_depth)
+ * under dsfx_mid_a or dsfx_mid_b, which dsfx_top calls from one call site
+ * with the same frame: the two depths share their outer frames, so a walk
+ * of one joins the other's suffix near the leaf and leaves the outer
+ * frames (and the records that count on them) as they were, and a record
+ * of one middle function is tried against the other's stack, whose words
+ * differ only in the return address into the middle function, 75-96
+ * frames out. The order visits every pair of the four stacks one after
+ * the other. */
+NOINL void dsfx_mid_a(int k, size_t n, void (*chain)(int, size_t)) {
+  sfx_which = 3;
+  chain(k, n);
+  __asm__ volatile("");
+}
+NOINL void dsfx_mid_b(int k, size_t n, void (*chain)(int, size_t)) {
+  sfx_which = 4;
+  chain(k, n);
+  __asm__ volatile("");
+}
+NOINL void dsfx_top(void) {
+  typedef void (*mid_fn)(int, size_t, void (*)(int, size_t));
+  static const mid_fn mids[] = {dsfx_mid_a, dsfx_mid_b};
+  static const int ids[2][2] = {{S_DSFX_A50, S_DSFX_A64}, {S_DSFX_B50, S_DSFX_B64}};
+  /* (middle, depth): A50 A64 B64 A50 B50 B64 A64 A50 B50 A64 B50 ... */
+  static const unsigned char seq[] = {0, 1, 3, 0, 2, 3, 1, 0, 2, 1, 2, 0, 3, 2, 1, 3};
+  for (int i = 0; i < 96; i++) {
+    unsigned m = seq[i % 16] >> 1, d = seq[i % 16] & 1;
+    mid_fn volatile f = mids[m]; /* one call site */
+    f(d ? 64 : 50, SZ(ids[m][d]) + base, sfx_chain);
+  }
+  __asm__ volatile("");
+}
+
 /* The same rsp and return address with another rbp: sfx_vla sizes its
  * VLA so that its rsp is the same whether sfx_vla_top calls it directly
  * or through sfx_vla_w (one call site), so sfx_vla_leaf's frame and
@@ -495,6 +542,7 @@ NOINL void run_all(void) {
     for (size_t j = 0; j < sizeof deep / sizeof deep[0]; j++) rec(deep[j], SZ(S_DEEP));
   }
   sfx_top();
+  dsfx_top();
   sfx_vla_end = 0;
   sfx_vla_top();
   for (int i = 0; i < 3; i++) { /* three objects per stack */
