@@ -10,14 +10,25 @@
 #define SPAN_TARGET_BYTES ((size_t)64 << 10)
 #define SPAN_MIN_SLOTS 16
 
-static size_t sc_class_size(unsigned i) {
-  if (i < SC_FIRST_QUARTER) return (size_t)(i + 1) * 16;
-  if (i < SC_FIRST_FINE) {
-    unsigned j = i - SC_FIRST_QUARTER, lg = 7 + j / 4, k = j % 4;
-    return ((size_t)1 << lg) + ((size_t)(k + 1) << (lg - 2));
+/* The class sizes in increasing order (the rule is in types.h): 16-byte
+ * steps to 128, then per doubling [2^lg, 2^(lg+1)) from lg = 7 eight
+ * classes 2^lg/8 apart, the first of which is split into SC_HDR_SPLIT
+ * steps of 2^lg/(8 * SC_HDR_SPLIT) = 2^lg/32 from lg = SC_HDR_LG_MIN on ("a power of two plus a
+ * header": 1,024+8 rounds to 1,056, 4,096+272 to 4,480). */
+static void sc_sizes(size_t size[SC_NSMALL]) {
+  unsigned n = 0;
+#define SC_PUT(s) (n < SC_NSMALL ? (void)(size[n++] = (s)) : (void)n++)
+  for (size_t s = 16; s <= 128; s += 16) SC_PUT(s);
+  for (unsigned lg = 7; ((size_t)1 << lg) < SC_SMALL_MAX; lg++) {
+    size_t base = (size_t)1 << lg;
+    if (lg >= SC_HDR_LG_MIN)
+      for (size_t k = 1; k < SC_HDR_SPLIT; k++) SC_PUT(base + k * (base / (8 * SC_HDR_SPLIT)));
+    for (size_t k = 1; k <= 8; k++) SC_PUT(base + k * (base / 8));
   }
-  unsigned j = i - SC_FIRST_FINE, lg = 10 + j / 8, k = j % 8;
-  return ((size_t)1 << lg) + ((size_t)(k + 1) << (lg - 3));
+#undef SC_PUT
+  /* SC_NSMALL (types.h) counts the same rule: a mismatch leaves a class
+   * of size 0 or drops SC_SMALL_MAX, both of which the unit test reports */
+  while (n < SC_NSMALL) size[n++] = 0;
 }
 
 /* Unused bytes at the end of a span of np pages of slots of `size`. */
@@ -42,8 +53,14 @@ static unsigned sc_pages(size_t size, size_t from, size_t frac) {
 }
 
 void sc_compute(sc_info_t *info, uint8_t *lookup) {
+  size_t sizes[SC_NSMALL];
+  sc_sizes(sizes);
   for (unsigned i = 0; i < SC_NSMALL; i++) {
-    size_t size = sc_class_size(i);
+    size_t size = sizes[i];
+    if (size == 0) {
+      info[i] = (sc_info_t){0};
+      continue;
+    }
     size_t want = SPAN_TARGET_BYTES / size;
     want = want < SPAN_MIN_SLOTS ? SPAN_MIN_SLOTS : want > SPAN_MAX_SLOTS ? SPAN_MAX_SLOTS : want;
     size_t big_from = (want * size + PAGE - 1) / PAGE;
@@ -54,7 +71,7 @@ void sc_compute(sc_info_t *info, uint8_t *lookup) {
   }
   unsigned c = 0;
   for (size_t k = 0; k <= SC_SMALL_MAX / 16; k++) {
-    while (info[c].size < k * 16) c++;
+    while (c < SC_NSMALL - 1 && info[c].size < k * 16) c++;
     lookup[k] = (uint8_t)c;
   }
 }

@@ -26,14 +26,19 @@
 #define CACHELINE 64
 #define ADDR_BITS 47 /* user addresses on x86-64 Linux */
 
-/* ---- size classes (size_class.c) -----------------------------------------
- * 16-byte steps to 128 B, four classes per doubling to 1 KiB, eight per
- * doubling to SC_SMALL_MAX: every class a multiple of 16, and the rounding
- * waste under 25% below 1 KiB and under 12.5% above. */
-#define SC_NSMALL 68
-#define SC_FIRST_QUARTER 8 /* first class of the four-per-doubling range (160) */
-#define SC_FIRST_FINE 20   /* first class of the eight-per-doubling range (1152) */
-#define SC_SMALL_MAX ((size_t)65536)
+/* ---- size classes (size_class.c, sc_compute.c) ----------------------------
+ * 16-byte steps to 128 B, then eight classes per doubling to SC_SMALL_MAX
+ * (2^lg/8 apart: rounding waste under 12.5% of the request above 128 B),
+ * and from 512 B the first of each doubling's eight steps split in
+ * SC_HDR_SPLIT (2^lg/32 apart): a request of a power of two plus a small
+ * header, as databases and caches make (a 4,096-byte page and its 272-byte
+ * header, a 1,024-byte buffer and 8 bytes), rounds up by at most 1/32 of
+ * the power of two instead of 1/8. Every class a multiple of 16. */
+#define SC_LG_MAX 16      /* SC_SMALL_MAX = 2^16 */
+#define SC_HDR_LG_MIN 9   /* first doubling whose first step is split (512) */
+#define SC_HDR_SPLIT 4
+#define SC_NSMALL (8 + 8 * (SC_LG_MAX - 7) + (SC_HDR_SPLIT - 1) * (SC_LG_MAX - SC_HDR_LG_MIN))
+#define SC_SMALL_MAX ((size_t)1 << SC_LG_MAX)
 #define SC_DIV_SHIFT 40              /* slot index = (off * div_mul) >> 40 */
 
 typedef struct sc_info_s {

@@ -3,8 +3,9 @@
  * - every request 0..SC_SMALL_MAX maps to the smallest class that holds it;
  *   the mapping is monotone and round-trips (sc_index(sc_size(c)) == c);
  * - classes are multiples of 16 (glibc's alignment), strictly increasing,
- *   and waste at most 25% of the request above 128 bytes, 12.5% above
- *   1 KiB;
+ *   and waste under 16 bytes up to 128, at most 12.5% of the request above,
+ *   and less than 1/32 of 2^k for a request of 2^k (k >= 9) plus up to
+ *   2^k/8 (a power of two and a header, types.h);
  * - span geometry is consistent and sc_slot_of (division by
  *   multiplication) is exact for every byte of every slot. */
 #include <stdio.h>
@@ -89,16 +90,16 @@ int main(void) {
     if (c > 0)
       CHECKF(sc_size(c - 1) < s, "request %zu fits the smaller class %u (%zu)",
              s, c - 1, sc_size(c - 1));
-    if (s > 1024) /* eight classes per doubling above 1 KiB */
+    size_t pow2 = (size_t)1 << (63 - __builtin_clzll((s - 1) | 1));
+    if (s > 128) /* eight classes per doubling above 128 B */
       CHECKF((cs - s) * 8 <= s,
              "request %zu rounds to %zu: waste %.1f%% > 12.5%%", s, cs,
              100.0 * (double)(cs - s) / (double)s);
-    else if (s > 128)
-      CHECKF((cs - s) * 4 <= s,
-             "request %zu rounds to %zu: waste %.1f%% > 25%%", s, cs,
-             100.0 * (double)(cs - s) / (double)s);
     else
       CHECKF(cs - s < 16, "request %zu rounds to %zu (16-byte steps)", s, cs);
+    if (s > pow2 && pow2 >= ((size_t)1 << SC_HDR_LG_MIN) && (s - pow2) * 8 <= pow2)
+      CHECKF((cs - s) * 32 < pow2, "request %zu (%zu + %zu) rounds to %zu: %zu > 1/32 of %zu",
+             s, pow2, s - pow2, cs, cs - s, pow2);
   }
   printf("unit_size_class: ok (%d classes, largest %zu)\n", SC_NSMALL,
          SC_SMALL_MAX);
