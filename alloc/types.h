@@ -28,16 +28,21 @@
 
 /* ---- size classes (size_class.c, sc_compute.c) ----------------------------
  * 16-byte steps to 128 B, then eight classes per doubling to SC_SMALL_MAX
- * (2^lg/8 apart: rounding waste under 12.5% of the request above 128 B),
- * and from 512 B the first of each doubling's eight steps split in
- * SC_HDR_SPLIT (2^lg/32 apart): a request of a power of two plus a small
- * header, as databases and caches make (a 4,096-byte page and its 272-byte
- * header, a 1,024-byte buffer and 8 bytes), rounds up by at most 1/32 of
- * the power of two instead of 1/8. Every class a multiple of 16. */
+ * (2^lg/8 apart: rounding waste at most 12.5% of the request above 128 B),
+ * and for 2^lg from 512 B to 4 KiB the first of the doubling's eight steps
+ * split in SC_HDR_SPLIT (2^lg/32 apart): a request of a power of two plus
+ * a small header, as databases and caches make (a 4,096-byte page and its
+ * 272-byte header, a 1,024-byte buffer and 8 bytes), rounds up by less
+ * than 1/32 of the power of two instead of 1/8. Not above 4 KiB: there a
+ * span holds few slots, and each class a thread touches costs a partly
+ * used span of 8 pages or more (splits up to 32 KiB raised bench-random's
+ * peak by 3.4%). Every class a multiple of 16. */
 #define SC_LG_MAX 16      /* SC_SMALL_MAX = 2^16 */
 #define SC_HDR_LG_MIN 9   /* first doubling whose first step is split (512) */
+#define SC_HDR_LG_END 13  /* first that is not (8 KiB) */
 #define SC_HDR_SPLIT 4
-#define SC_NSMALL (8 + 8 * (SC_LG_MAX - 7) + (SC_HDR_SPLIT - 1) * (SC_LG_MAX - SC_HDR_LG_MIN))
+#define SC_NSMALL \
+  (8 + 8 * (SC_LG_MAX - 7) + (SC_HDR_SPLIT - 1) * (SC_HDR_LG_END - SC_HDR_LG_MIN))
 #define SC_SMALL_MAX ((size_t)1 << SC_LG_MAX)
 #define SC_DIV_SHIFT 40              /* slot index = (off * div_mul) >> 40 */
 

@@ -4,8 +4,8 @@
  *   the mapping is monotone and round-trips (sc_index(sc_size(c)) == c);
  * - classes are multiples of 16 (glibc's alignment), strictly increasing,
  *   and waste under 16 bytes up to 128, at most 12.5% of the request above,
- *   and less than 1/32 of 2^k for a request of 2^k (k >= 9) plus up to
- *   2^k/8 (a power of two and a header, types.h);
+ *   and less than 1/32 of 2^k for a request of 2^k (512 B to 4 KiB) plus
+ *   up to 2^k/8 (a power of two and a header, types.h);
  * - span geometry is consistent and sc_slot_of (division by
  *   multiplication) is exact for every byte of every slot. */
 #include <stdio.h>
@@ -97,7 +97,8 @@ int main(void) {
              100.0 * (double)(cs - s) / (double)s);
     else
       CHECKF(cs - s < 16, "request %zu rounds to %zu (16-byte steps)", s, cs);
-    if (s > pow2 && pow2 >= ((size_t)1 << SC_HDR_LG_MIN) && (s - pow2) * 8 <= pow2)
+    if (s > pow2 && pow2 >= ((size_t)1 << SC_HDR_LG_MIN) &&
+        pow2 < ((size_t)1 << SC_HDR_LG_END) && (s - pow2) * 8 <= pow2)
       CHECKF((cs - s) * 32 < pow2, "request %zu (%zu + %zu) rounds to %zu: %zu > 1/32 of %zu",
              s, pow2, s - pow2, cs, cs - s, pow2);
   }
