@@ -144,8 +144,14 @@ void heap_queue_push(heap_t *h, span_t *s) {
 
 /* An empty span: kept for the class's next allocations, or given back. */
 static void heap_keep_or_destroy(heap_t *h, span_t *s) {
-  if (h->bins[s->cls].nempty < HEAP_EMPTY_KEEP) heap_put(h, s, SL_EMPTY);
-  else span_destroy(s);
+  heap_bin_t *b = &h->bins[s->cls];
+  if (b->nempty < HEAP_EMPTY_KEEP) {
+    heap_put(h, s, SL_EMPTY);
+    return;
+  }
+  nalloc_assert(b->nspans > 0);
+  b->nspans--;
+  span_destroy(s);
 }
 
 /* Full spans announced by remote frees become available again (or empty).
@@ -183,10 +189,13 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
     return s;
   }
   arena_t *a = arena_usable(h->arena);
-  if ((s = arena_adopt(a, cls, h)) != NULL) return s;
-  s = span_create(a, cls, sc_info[cls].npages[b->nmade > 0]);
+  if ((s = arena_adopt(a, cls, h)) != NULL) {
+    b->nspans++;
+    return s;
+  }
+  s = span_create(a, cls, sc_npages(cls, b->nspans));
   if (s == NULL) return NULL;
-  b->nmade++;
+  b->nspans++;
   atomic_store_explicit(&s->owner, h, memory_order_release);
   return s;
 }
@@ -276,6 +285,8 @@ static void trim_one(span_t *s, void *vh) {
   if (!span_quiet(s)) return; /* announced since the drain: the next trim */
   if (s->list == SL_CUR) heap_clear_cur(h, s);
   else heap_take(h, s);
+  nalloc_assert(h->bins[s->cls].nspans > 0);
+  h->bins[s->cls].nspans--;
   span_destroy(s);
 }
 

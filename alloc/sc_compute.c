@@ -8,11 +8,15 @@
  * allocations between slow paths (64 KiB worth), at least a few for the
  * big classes. A class that serves a narrow range of requests (the
  * eighth-of-a-doubling classes to 1 KiB, the header classes) sees fewer of
- * them and aims at 16 KiB, at least 4 slots for a header class: every class
- * a thread touches keeps a partly used span. With 64 KiB for every class
- * (and splits up to 32 KiB), the finer table raised the peak of
+ * them: until the thread holds SC_BUSY_SPANS spans of it, its later
+ * spans aim at 16 KiB, at least 4 slots for a header class, since every
+ * class a thread touches keeps a partly used span. With 64 KiB for every
+ * class (and splits up to 32 KiB), the finer table raised the peak of
  * bench-larson -t 2 -s 0.1 from 9,204 to 10,516 KiB and of bench-xmix from
- * 20,840 to 25,960 KiB; with this, 8,864 and 21,240. */
+ * 20,840 to 25,960 KiB; with 16 KiB, 8,864 and 21,240. A class that keeps
+ * the thread busy gets 64 KiB spans again: sqlite3 holding 452 MiB of
+ * 4,368-byte blocks in 11-page spans and 179 MiB of 1,032-byte ones in
+ * 5-page spans had 9.0 MiB of span records (stats.metadata), not 4.2. */
 #define SPAN_TARGET_BYTES ((size_t)64 << 10)
 #define SPAN_TARGET_NARROW ((size_t)16 << 10)
 #define SPAN_MIN_SLOTS 16
@@ -62,6 +66,14 @@ static unsigned sc_pages(size_t size, size_t from, size_t frac) {
   return (unsigned)best;
 }
 
+/* Pages of a later span of slots of `size` that aims at `target` bytes,
+ * at least `min` slots. */
+static unsigned sc_later_pages(size_t size, size_t target, size_t min) {
+  size_t want = target / size;
+  want = want < min ? min : want > SPAN_MAX_SLOTS ? SPAN_MAX_SLOTS : want;
+  return sc_pages(size, (want * size + PAGE - 1) / PAGE, 32);
+}
+
 void sc_compute(sc_info_t *info, uint8_t *lookup) {
   size_t sizes[SC_NSMALL];
   bool hdr[SC_NSMALL];
@@ -73,13 +85,13 @@ void sc_compute(sc_info_t *info, uint8_t *lookup) {
       continue;
     }
     bool narrow = hdr[i] || (size > 128 && size <= 1024);
-    size_t min = hdr[i] ? SPAN_MIN_SLOTS_HDR : SPAN_MIN_SLOTS;
-    size_t want = (narrow ? SPAN_TARGET_NARROW : SPAN_TARGET_BYTES) / size;
-    want = want < min ? min : want > SPAN_MAX_SLOTS ? SPAN_MAX_SLOTS : want;
-    size_t big_from = (want * size + PAGE - 1) / PAGE;
+    size_t busy = sc_later_pages(size, SPAN_TARGET_BYTES, SPAN_MIN_SLOTS);
+    size_t later = narrow ? sc_later_pages(size, SPAN_TARGET_NARROW,
+                                           hdr[i] ? SPAN_MIN_SLOTS_HDR : SPAN_MIN_SLOTS)
+                          : busy;
     info[i] = (sc_info_t){
         .size = (uint32_t)size,
-        .npages = {(uint16_t)sc_pages(size, 1, 8), (uint16_t)sc_pages(size, big_from, 32)},
+        .npages = {(uint16_t)sc_pages(size, 1, 8), (uint16_t)later, (uint16_t)busy},
         .div_mul = (((uint64_t)1 << SC_DIV_SHIFT) + size - 1) / size};
   }
   unsigned c = 0;

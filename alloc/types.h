@@ -48,8 +48,9 @@
 
 typedef struct sc_info_s {
   uint32_t size;       /* slot size in bytes */
-  uint16_t npages[2];  /* pages of a thread's first span of this class, and of
-                          the later ones */
+  uint16_t npages[3];  /* pages of a thread's first span of this class, of
+                          the later ones, and of those after SC_BUSY_SPANS
+                          (sc_npages) */
   uint64_t div_mul;    /* ceil(2^SC_DIV_SHIFT / size) */
 } sc_info_t;
 
@@ -157,7 +158,8 @@ typedef struct heap_bin_s {
   span_list_t full;  /* spans with none, waiting to hear of remote frees */
   span_list_t empty; /* spans with every slot free, kept for reuse */
   uint32_t nempty;
-  uint32_t nmade; /* spans this heap started for the class (sizing) */
+  uint32_t nspans; /* spans of the class this heap holds (sizing the next:
+                      sc_npages) */
 } heap_bin_t;
 
 typedef struct heap_s {

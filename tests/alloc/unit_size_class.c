@@ -23,7 +23,8 @@ static void check_generated(void) {
   sc_compute(info, lookup);
   for (unsigned c = 0; c < SC_NSMALL; c++)
     CHECKF(info[c].size == sc_info[c].size && info[c].npages[0] == sc_info[c].npages[0] &&
-               info[c].npages[1] == sc_info[c].npages[1] && info[c].div_mul == sc_info[c].div_mul,
+               info[c].npages[1] == sc_info[c].npages[1] &&
+               info[c].npages[2] == sc_info[c].npages[2] && info[c].div_mul == sc_info[c].div_mul,
            "class %u: built-in table differs from sc_compute", c);
   for (size_t k = 0; k <= SC_SMALL_MAX / 16; k++)
     CHECKF(lookup[k] == sc_lookup[k], "sc_lookup[%zu]: built-in %u, computed %u", k,
@@ -45,7 +46,7 @@ int main(void) {
              sc_size(c - 1) + 1, sc_index(sc_size(c - 1) + 1), c);
     const sc_info_t *in = &sc_info[c];
     CHECKF(in->size == s, "sc_info[%u].size", c);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
       size_t np = in->npages[k], n = sc_nslots(c, np);
       CHECKF(np >= 1, "class %u: span %d has %zu pages", c, k, np);
       CHECKF(n >= 1 && n <= SPAN_MAX_SLOTS, "class %u: span %d has %zu slots", c, k, n);
@@ -60,7 +61,12 @@ int main(void) {
              "class %u (size %zu): span %d of %zu pages wastes %zu bytes", c, s, k,
              np, waste);
     }
-    CHECKF(in->npages[0] <= in->npages[1], "class %u: first span longer than later", c);
+    CHECKF(in->npages[0] <= in->npages[1] && in->npages[1] <= in->npages[2],
+           "class %u: spans %u, %u, %u pages: not growing", c, in->npages[0], in->npages[1],
+           in->npages[2]);
+    CHECKF(sc_npages(c, 0) == in->npages[0] && sc_npages(c, 1) == in->npages[1] &&
+               sc_npages(c, SC_BUSY_SPANS) == in->npages[2],
+           "class %u: sc_npages", c);
     CHECKF(sc_nslots(c, in->npages[1]) >= 4 || sc_nslots(c, in->npages[1]) * s >= 65536,
            "class %u: later spans hold only %u slots", c, sc_nslots(c, in->npages[1]));
     /* exact slot index for every byte of every slot */
