@@ -114,6 +114,7 @@ heap_t *heap_create(arena_t *a) {
     nlock_unlock(&heaps_lock);
   }
   memset(h->bins, 0, sizeof h->bins);
+  memset(h->touched, 0, sizeof h->touched);
   for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   h->arena = a; /* lock stays NULL: only arenas' shared heaps have one */
@@ -189,6 +190,7 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
     return s;
   }
   arena_t *a = arena_usable(h->arena);
+  h->touched[cls / 64] |= (uint64_t)1 << (cls % 64);
   if ((s = arena_adopt(a, cls, h)) != NULL) {
     b->nspans++;
     return s;
@@ -257,25 +259,32 @@ bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {
 
 /* ---- giving spans back ------------------------------------------------- */
 
+static void heap_each_class(heap_t *h, unsigned c, void (*fn)(span_t *s, void *arg),
+                            void *arg, bool unlink) {
+  heap_bin_t *b = &h->bins[c];
+  span_t *lists[3] = {b->avail.head, b->full.head, b->empty.head};
+  for (int k = 0; k < 3; k++)
+    for (span_t *s = lists[k], *next; s != NULL; s = next) {
+      next = s->next;
+      if (unlink) s->next = s->prev = NULL;
+      fn(s, arg);
+    }
+  if (h->cur[c] != &span_none) fn(h->cur[c], arg);
+  if (unlink) {
+    memset(b, 0, sizeof *b);
+    h->cur[c] = &span_none;
+  }
+}
+
 /* Calls fn on every span of h (current ones included), unlinking each
- * first. */
+ * first. Only the classes the heap took spans of: a short-lived thread
+ * touches a few of the SC_NSMALL. */
 static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
                       bool unlink) {
-  for (unsigned c = 0; c < SC_NSMALL; c++) {
-    heap_bin_t *b = &h->bins[c];
-    span_t *lists[3] = {b->avail.head, b->full.head, b->empty.head};
-    for (int k = 0; k < 3; k++)
-      for (span_t *s = lists[k], *next; s != NULL; s = next) {
-        next = s->next;
-        if (unlink) s->next = s->prev = NULL;
-        fn(s, arg);
-      }
-    if (h->cur[c] != &span_none) fn(h->cur[c], arg);
-    if (unlink) {
-      memset(b, 0, sizeof *b);
-      h->cur[c] = &span_none;
-    }
-  }
+  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
+    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1)
+      heap_each_class(h, w * 64 + (unsigned)__builtin_ctzll(m), fn, arg, unlink);
+  if (unlink) memset(h->touched, 0, sizeof h->touched);
 }
 
 static void trim_one(span_t *s, void *vh) {

@@ -174,6 +174,9 @@ typedef struct heap_s {
   uint8_t busy;                /* inside a slow path (fork from a signal
                                   handler: the child drops a busy heap) */
   uint8_t live;                /* owned by a thread (or an arena) */
+  /* classes the heap took a span of since it was made (or last gave its
+   * spans back): what heap_each walks instead of all SC_NSMALL bins */
+  uint64_t touched[(SC_NSMALL + 63) / 64];
   heap_bin_t bins[SC_NSMALL];
 } heap_t;
 
