@@ -117,6 +117,7 @@ heap_t *heap_create(arena_t *a) {
   memset(h->bins, 0, sizeof h->bins);
   memset(h->sruns, 0, sizeof h->sruns);
   h->srun_pages = 0;
+  memset(h->touched, 0, sizeof h->touched);
   for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   h->arena = a; /* lock stays NULL: only arenas' shared heaps have one */
@@ -147,8 +148,14 @@ void heap_queue_push(heap_t *h, span_t *s) {
 
 /* An empty span: kept for the class's next allocations, or given back. */
 static void heap_keep_or_destroy(heap_t *h, span_t *s) {
-  if (h->bins[s->cls].nempty < HEAP_EMPTY_KEEP) heap_put(h, s, SL_EMPTY);
-  else span_destroy(s);
+  heap_bin_t *b = &h->bins[s->cls];
+  if (b->nempty < HEAP_EMPTY_KEEP) {
+    heap_put(h, s, SL_EMPTY);
+    return;
+  }
+  nalloc_assert(b->nspans > 0);
+  b->nspans--;
+  span_destroy(s);
 }
 
 /* Full spans announced by remote frees become available again (or empty).
@@ -186,10 +193,14 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
     return s;
   }
   arena_t *a = arena_usable(h->arena);
-  if ((s = arena_adopt(a, cls, h)) != NULL) return s;
-  s = span_create(a, cls, sc_info[cls].npages[b->nmade > 0]);
+  h->touched[cls / 64] |= (uint64_t)1 << (cls % 64);
+  if ((s = arena_adopt(a, cls, h)) != NULL) {
+    b->nspans++;
+    return s;
+  }
+  s = span_create(a, cls, sc_npages(cls, b->nspans));
   if (s == NULL) return NULL;
-  b->nmade++;
+  b->nspans++;
   atomic_store_explicit(&s->owner, h, memory_order_release);
   return s;
 }
@@ -251,25 +262,32 @@ bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {
 
 /* ---- giving spans back ------------------------------------------------- */
 
+static void heap_each_class(heap_t *h, unsigned c, void (*fn)(span_t *s, void *arg),
+                            void *arg, bool unlink) {
+  heap_bin_t *b = &h->bins[c];
+  span_t *lists[3] = {b->avail.head, b->full.head, b->empty.head};
+  for (int k = 0; k < 3; k++)
+    for (span_t *s = lists[k], *next; s != NULL; s = next) {
+      next = s->next;
+      if (unlink) s->next = s->prev = NULL;
+      fn(s, arg);
+    }
+  if (h->cur[c] != &span_none) fn(h->cur[c], arg);
+  if (unlink) {
+    memset(b, 0, sizeof *b);
+    h->cur[c] = &span_none;
+  }
+}
+
 /* Calls fn on every span of h (current ones included), unlinking each
- * first. */
+ * first. Only the classes the heap took spans of: a short-lived thread
+ * touches a few of the SC_NSMALL. */
 static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
                       bool unlink) {
-  for (unsigned c = 0; c < SC_NSMALL; c++) {
-    heap_bin_t *b = &h->bins[c];
-    span_t *lists[3] = {b->avail.head, b->full.head, b->empty.head};
-    for (int k = 0; k < 3; k++)
-      for (span_t *s = lists[k], *next; s != NULL; s = next) {
-        next = s->next;
-        if (unlink) s->next = s->prev = NULL;
-        fn(s, arg);
-      }
-    if (h->cur[c] != &span_none) fn(h->cur[c], arg);
-    if (unlink) {
-      memset(b, 0, sizeof *b);
-      h->cur[c] = &span_none;
-    }
-  }
+  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
+    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1)
+      heap_each_class(h, w * 64 + (unsigned)__builtin_ctzll(m), fn, arg, unlink);
+  if (unlink) memset(h->touched, 0, sizeof h->touched);
 }
 
 static void trim_one(span_t *s, void *vh) {
@@ -279,6 +297,8 @@ static void trim_one(span_t *s, void *vh) {
   if (!span_quiet(s)) return; /* announced since the drain: the next trim */
   if (s->list == SL_CUR) heap_clear_cur(h, s);
   else heap_take(h, s);
+  nalloc_assert(h->bins[s->cls].nspans > 0);
+  h->bins[s->cls].nspans--;
   span_destroy(s);
 }
 

@@ -15,10 +15,10 @@ static const ctl_index_t sc_ctl_bins = {NULL, SC_NSMALL, 0};
 
 static uint64_t sc_ctl_size(size_t i) { return sc_info[i].size; }
 /* A thread's first span of a class is the smallest that fits; these are
- * the later ones. */
-static uint64_t sc_ctl_npages(size_t i) { return sc_info[i].npages[1]; }
+ * the spans of a class the thread keeps busy (sc_npages). */
+static uint64_t sc_ctl_npages(size_t i) { return sc_info[i].npages[2]; }
 static uint64_t sc_ctl_nslots(size_t i) {
-  return sc_nslots((unsigned)i, sc_info[i].npages[1]);
+  return sc_nslots((unsigned)i, sc_info[i].npages[2]);
 }
 
 static const ctl_row_t sc_ctl_rows[] = {

@@ -23,6 +23,14 @@ static inline unsigned sc_index(size_t size) { return sc_lookup[(size + 15) >> 4
 
 static inline size_t sc_size(unsigned cls) { return sc_info[cls].size; }
 
+/* Pages of the next span of class cls for a heap that holds `nspans`
+ * spans of it: with none, the smallest that fits; else one aiming at 16 or
+ * 64 KiB (sc_compute.c); with SC_BUSY_SPANS or more, at 64 KiB. */
+#define SC_BUSY_SPANS 8
+static inline size_t sc_npages(unsigned cls, uint32_t nspans) {
+  return sc_info[cls].npages[nspans == 0 ? 0 : nspans < SC_BUSY_SPANS ? 1 : 2];
+}
+
 /* Slots of a span of `npages` pages of class cls. */
 static inline unsigned sc_nslots(unsigned cls, size_t npages) {
   size_t n = npages * PAGE / sc_info[cls].size;

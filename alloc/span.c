@@ -112,7 +112,7 @@ span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
   span_set_cursor(s, 0);
   span_init_bits(s);
   arena_list_add(a, s);
-  span_populate(a, s, &pg, npages == sc->npages[1], &from, &to);
+  span_populate(a, s, &pg, npages >= sc->npages[1], &from, &to);
   pagemap_set_range((void *)s->start, npages, s);
   nlock_unlock(&a->heap_lock);
   if (to != 0) os_populate((void *)from, to - from);

@@ -454,6 +454,27 @@ static void test_usable_size(void) {
   }
 }
 
+/* Every small request's usable size against the class rule (alloc/types.h):
+ * under 16 bytes more up to 128, at most an eighth more above, and at most
+ * 1/32 of the power of two more for a power of two from 512 B to 4 KiB
+ * plus up to an eighth of it (a header). */
+static void test_usable_bound(void) {
+  for (size_t s = 1; s <= 64 * KiB; s++) {
+    void *p = T->malloc(s);
+    CKF(p != NULL, "malloc(%zu)", s);
+    size_t u = T->usable(p), pow2 = (size_t)1 << (63 - __builtin_clzll((s - 1) | 1));
+    CKF(u >= s, "usable(malloc(%zu)) = %zu", s, u);
+    if (s <= 128)
+      CKF(u - s < 16, "usable(malloc(%zu)) = %zu: 16 B or more over", s, u);
+    else
+      CKF((u - s) * 8 <= s, "usable(malloc(%zu)) = %zu: more than 12.5%% over", s, u);
+    if (s > pow2 && pow2 >= 512 && pow2 <= 4096 && (s - pow2) * 8 <= pow2)
+      CKF((u - s) * 32 < pow2, "usable(malloc(%zu)) = %zu: more than %zu over", s, u,
+          pow2 / 32);
+    T->free(p);
+  }
+}
+
 /* ---------------------------------------------------------------------- */
 static void test_realloc(void) {
   /* boundary sizes up to 32 MiB: class edges, page edges, large/huge */
@@ -823,6 +844,7 @@ static void run_suite(const api_t *api) {
                {"16-byte alignment", test_min_alignment},
                {"power-of-two alignments", test_pow2_alignments},
                {"usable size", test_usable_size},
+               {"usable size bound", test_usable_bound},
                {"realloc", test_realloc},
                {"calloc", test_calloc},
                {"free errno / sized", test_free_errno_and_sized},

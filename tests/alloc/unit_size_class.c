@@ -3,8 +3,9 @@
  * - every request 0..SC_SMALL_MAX maps to the smallest class that holds it;
  *   the mapping is monotone and round-trips (sc_index(sc_size(c)) == c);
  * - classes are multiples of 16 (glibc's alignment), strictly increasing,
- *   and waste at most 25% of the request above 128 bytes, 12.5% above
- *   1 KiB;
+ *   and waste under 16 bytes up to 128, at most 12.5% of the request above,
+ *   and less than 1/32 of 2^k for a request of 2^k (512 B to 4 KiB) plus
+ *   up to 2^k/8 (a power of two and a header, types.h);
  * - span geometry is consistent and sc_slot_of (division by
  *   multiplication) is exact for every byte of every slot. */
 #include <stdio.h>
@@ -22,7 +23,8 @@ static void check_generated(void) {
   sc_compute(info, lookup);
   for (unsigned c = 0; c < SC_NSMALL; c++)
     CHECKF(info[c].size == sc_info[c].size && info[c].npages[0] == sc_info[c].npages[0] &&
-               info[c].npages[1] == sc_info[c].npages[1] && info[c].div_mul == sc_info[c].div_mul,
+               info[c].npages[1] == sc_info[c].npages[1] &&
+               info[c].npages[2] == sc_info[c].npages[2] && info[c].div_mul == sc_info[c].div_mul,
            "class %u: built-in table differs from sc_compute", c);
   for (size_t k = 0; k <= SC_SMALL_MAX / 16; k++)
     CHECKF(lookup[k] == sc_lookup[k], "sc_lookup[%zu]: built-in %u, computed %u", k,
@@ -44,7 +46,7 @@ int main(void) {
              sc_size(c - 1) + 1, sc_index(sc_size(c - 1) + 1), c);
     const sc_info_t *in = &sc_info[c];
     CHECKF(in->size == s, "sc_info[%u].size", c);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
       size_t np = in->npages[k], n = sc_nslots(c, np);
       CHECKF(np >= 1, "class %u: span %d has %zu pages", c, k, np);
       CHECKF(n >= 1 && n <= SPAN_MAX_SLOTS, "class %u: span %d has %zu slots", c, k, n);
@@ -59,7 +61,12 @@ int main(void) {
              "class %u (size %zu): span %d of %zu pages wastes %zu bytes", c, s, k,
              np, waste);
     }
-    CHECKF(in->npages[0] <= in->npages[1], "class %u: first span longer than later", c);
+    CHECKF(in->npages[0] <= in->npages[1] && in->npages[1] <= in->npages[2],
+           "class %u: spans %u, %u, %u pages: not growing", c, in->npages[0], in->npages[1],
+           in->npages[2]);
+    CHECKF(sc_npages(c, 0) == in->npages[0] && sc_npages(c, 1) == in->npages[1] &&
+               sc_npages(c, SC_BUSY_SPANS) == in->npages[2],
+           "class %u: sc_npages", c);
     CHECKF(sc_nslots(c, in->npages[1]) >= 4 || sc_nslots(c, in->npages[1]) * s >= 65536,
            "class %u: later spans hold only %u slots", c, sc_nslots(c, in->npages[1]));
     /* exact slot index for every byte of every slot */
@@ -89,16 +96,17 @@ int main(void) {
     if (c > 0)
       CHECKF(sc_size(c - 1) < s, "request %zu fits the smaller class %u (%zu)",
              s, c - 1, sc_size(c - 1));
-    if (s > 1024) /* eight classes per doubling above 1 KiB */
+    size_t pow2 = (size_t)1 << (63 - __builtin_clzll((s - 1) | 1));
+    if (s > 128) /* eight classes per doubling above 128 B */
       CHECKF((cs - s) * 8 <= s,
              "request %zu rounds to %zu: waste %.1f%% > 12.5%%", s, cs,
              100.0 * (double)(cs - s) / (double)s);
-    else if (s > 128)
-      CHECKF((cs - s) * 4 <= s,
-             "request %zu rounds to %zu: waste %.1f%% > 25%%", s, cs,
-             100.0 * (double)(cs - s) / (double)s);
     else
       CHECKF(cs - s < 16, "request %zu rounds to %zu (16-byte steps)", s, cs);
+    if (s > pow2 && pow2 >= ((size_t)1 << SC_HDR_LG_MIN) &&
+        pow2 < ((size_t)1 << SC_HDR_LG_END) && (s - pow2) * 8 <= pow2)
+      CHECKF((cs - s) * 32 < pow2, "request %zu (%zu + %zu) rounds to %zu: %zu > 1/32 of %zu",
+             s, pow2, s - pow2, cs, cs - s, pow2);
   }
   printf("unit_size_class: ok (%d classes, largest %zu)\n", SC_NSMALL,
          SC_SMALL_MAX);
