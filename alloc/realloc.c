@@ -52,12 +52,18 @@ static size_t realloc_room(size_t old) {
  * of moving the block into a page run of its own (malloc_sampled), which
  * cost bench-realloc a copy of up to 64 KiB a sample (1.33x its
  * unprofiled instructions) and exact mode a copy every realloc. A small
- * span that takes the record leaves free's fast path (sample.c). False
- * when the thread cannot sample now: the caller moves the block. */
+ * span that takes the record leaves free's fast path (sample.c); only its
+ * owner may do that (span_set_fast reads s->prof, then writes owner_fast,
+ * unlocked), so another thread's small block still moves. False when the
+ * block is to move: the caller moves it. */
 static NALLOC_NOINLINE bool realloc_sampled(span_t *s, void *p, size_t size,
                                             bool taken, const void *caller) {
   tsd_t *tsd = tsd_get();
-  if (tsd->reentrant != 0 || tsd->state != TSD_NOMINAL) return false;
+  if (tsd->reentrant != 0 || tsd->state != TSD_NOMINAL ||
+      (s->kind == SPAN_SMALL &&
+       (atomic_load_explicit(&s->owner, memory_order_relaxed) != tsd->heap ||
+        tsd->heap == &heap_none)))
+    return false;
   unsigned how = 0;
   void *tctx = prof_sample(tsd, size, caller, __builtin_frame_address(0), &how);
   if (taken) sample_release(s, p);
