@@ -248,6 +248,13 @@ static bool heap_grow_remap(arena_t *a, size_t np) {
   return true;
 }
 
+/* The kind of a run next to one this arena's lock covers: a sampled
+ * block's page run (sample_run.c) turns SPAN_LARGE <-> SPAN_KEPT without
+ * the lock, so the read is atomic (either is "not free" here). */
+static inline unsigned run_kind(const span_t *r) {
+  return __atomic_load_n(&r->kind, __ATOMIC_RELAXED);
+}
+
 /* Grows the large block s, which starts its own mapping, to np pages by
  * moving the mapping (what follows the block in it must be one free run,
  * or nothing): no copy, and the old pages do not stay beside the new
@@ -256,7 +263,7 @@ bool pheap_move_grow(arena_t *a, span_t *s, size_t np) {
   uintptr_t end = s->start + s->npages * PAGE;
   span_t *tail = end < s->chunk_hi ? pagemap_get((void *)end) : NULL;
   if (s->start != s->chunk_lo || np * PAGE <= HEAP_CHUNK ||
-      (end < s->chunk_hi && (tail == NULL || tail->kind != SPAN_FREE || tail->start != end ||
+      (end < s->chunk_hi && (tail == NULL || run_kind(tail) != SPAN_FREE || tail->start != end ||
                              tail->start + tail->npages * PAGE != s->chunk_hi)))
     return false;
   size_t old = s->chunk_hi - s->chunk_lo, size = heap_grow_size(np);
@@ -361,7 +368,7 @@ bool pheap_alloc(arena_t *a, size_t np, size_t align, pages_t *out) {
 bool pheap_take_at(arena_t *a, uintptr_t at, size_t np, const pages_t *owner) {
   if (at >= owner->chunk_hi) return false;
   span_t *r = pagemap_get((void *)at);
-  if (r == NULL || r->kind != SPAN_FREE || r->start != at || r->npages < np)
+  if (r == NULL || run_kind(r) != SPAN_FREE || r->start != at || r->npages < np)
     return false;
   pages_t got;
   return run_carve(a, r, at, np, &got);
@@ -428,7 +435,7 @@ static void heap_decay(arena_t *a, uint64_t now, bool all) {
  * any page of a small span; junctions become interior and lose theirs. */
 static void run_coalesce(arena_t *a, span_t *s) {
   span_t *l = s->start > s->chunk_lo ? pagemap_get((void *)(s->start - PAGE)) : NULL;
-  if (l && l->kind == SPAN_FREE && l->start + l->npages * PAGE == s->start) {
+  if (l && run_kind(l) == SPAN_FREE && l->start + l->npages * PAGE == s->start) {
     run_remove(a, l);
     pagemap_set((void *)(s->start - PAGE), NULL); /* the junction is interior */
     pagemap_set((void *)s->start, NULL);
@@ -443,7 +450,7 @@ static void run_coalesce(arena_t *a, span_t *s) {
   }
   uintptr_t end = s->start + s->npages * PAGE;
   span_t *r = end < s->chunk_hi ? pagemap_get((void *)end) : NULL;
-  if (r && r->kind == SPAN_FREE && r->start == end) {
+  if (r && run_kind(r) == SPAN_FREE && r->start == end) {
     run_remove(a, r);
     pagemap_set((void *)(end - PAGE), NULL);
     pagemap_set((void *)end, NULL);

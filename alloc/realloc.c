@@ -6,6 +6,7 @@
 #include "entry.h"
 #include "large.h"
 #include "sample.h"
+#include "../prof/prof_hook.h"
 
 
 /* Charges a realloc that may stay in place to the sampling countdown:
@@ -16,6 +17,14 @@ static bool realloc_charge(size_t size) {
   if (tsd->prof_countdown - charge < 0) return false;
   tsd->prof_countdown -= charge;
   return true;
+}
+
+/* Gives back what realloc_charge took, before a move charges the request
+ * again: each realloc is one request for the countdown (charged twice, a
+ * moving realloc was sampled twice as often as its bytes say). */
+static void realloc_refund(size_t size) {
+  tsd_get()->prof_countdown +=
+      size > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)size;
 }
 
 /* Room for a small block of `old` bytes that grows out of its slot: a
@@ -38,6 +47,32 @@ static size_t realloc_room(size_t old) {
   return (room + step - 1) & ~(step - 1);
 }
 
+/* A sampled realloc of block p (span s) that fits where it is: counts the
+ * request against the caller's stack and moves p's record to it, instead
+ * of moving the block into a page run of its own (malloc_sampled), which
+ * cost bench-realloc a copy of up to 64 KiB a sample (1.33x its
+ * unprofiled instructions) and exact mode a copy every realloc. A small
+ * span that takes the record leaves free's fast path (sample.c); only its
+ * owner may do that (span_set_fast reads s->prof, then writes owner_fast,
+ * unlocked), so another thread's small block still moves. False when the
+ * block is to move: the caller moves it. */
+static NALLOC_NOINLINE bool realloc_sampled(span_t *s, void *p, size_t size,
+                                            bool taken, const void *caller) {
+  tsd_t *tsd = tsd_get();
+  if (tsd->reentrant != 0 || tsd->state != TSD_NOMINAL ||
+      (s->kind == SPAN_SMALL &&
+       (atomic_load_explicit(&s->owner, memory_order_relaxed) != tsd->heap ||
+        tsd->heap == &heap_none)))
+    return false;
+  unsigned how = 0;
+  void *tctx = prof_sample(tsd, size, caller, __builtin_frame_address(0), &how);
+  if (taken) sample_release(s, p);
+  if (tctx != NULL && !sample_record(s, p, tctx, size, how & PROF_TIMED))
+    prof_sample_cancel(tsd, tctx, size);
+  tsd->prof_last = p;
+  return true;
+}
+
 void *entry_realloc(void *p, size_t size, const void *caller) {
   if (p == NULL) {
     void *q = entry_alloc_fast(size, false);
@@ -52,29 +87,30 @@ void *entry_realloc(void *p, size_t size, const void *caller) {
   size_t old = s->kind == SPAN_SMALL ? s->slot_size : s->usize;
   /* A realloc is an allocation of `size` for the sampling countdown,
    * whether or not the block moves (else a block that grows in place is
-   * never sampled). A sampled request, like a sampled object (whose record
-   * must go to the realloc caller's stack), takes the moving path, where
-   * malloc_room charges the countdown itself. */
+   * never sampled). A block that stays where it is loses its record (the
+   * old object is gone, as a move would free it) and, when the request is
+   * sampled, takes the new one (realloc_sampled). */
   bool taken = sample_taken(s, p);
-  if (s->kind == SPAN_LARGE && s->sample_run && size <= old && size > old / 2 &&
-      realloc_charge(size)) {
-    /* A small block's page run of its own (sample_run.c) that still fits,
-     * the request not sampled: the sampled object is gone (its record
-     * goes, as a move would free it) and an unsampled one of `size` stays
-     * in the run. Moving it back to a span at once cost bench-realloc
-     * (buffers grown a little at a time) two copies of up to 64 KiB a
-     * sample: 1.8x its unprofiled instructions. */
-    if (taken) sample_release(s, p);
-    return p;
-  }
-  if (!taken && realloc_charge(size)) {
-    /* it still fits, and shrinking keeps more than half of it */
-    if (s->kind == SPAN_SMALL && size <= old && size > old / 2) return p;
-    if (s->kind == SPAN_LARGE && size > SC_SMALL_MAX && size <= MAX_REQUEST) {
+  bool run = s->kind == SPAN_LARGE && s->sample_run;
+  /* it still fits, and shrinking keeps more than half of it */
+  bool fits = size <= old && size > old / 2 && (s->kind == SPAN_SMALL || run);
+  if (realloc_charge(size)) {
+    /* A small block's page run of its own (sample_run.c) also grows in
+     * place: moving it back to a span cost bench-realloc (256 buffers
+     * grown by 1-512 B up to 1-64 KiB, each sampled ~4 times as it grows)
+     * a copy of up to 64 KiB a sample. */
+    if (fits || (run && size > old && size <= MAX_REQUEST && large_resize(s, size))) {
+      if (taken) sample_release(s, p);
+      return p;
+    }
+    if (!taken && s->kind == SPAN_LARGE && size > SC_SMALL_MAX && size <= MAX_REQUEST) {
       if (large_resize(s, size)) return p;
       void *q = size > old ? large_move_grow(s, size) : NULL;
       if (q != NULL) return q;
     }
+    realloc_refund(size); /* the move's malloc_room charges it */
+  } else if (fits && opt_prof && realloc_sampled(s, p, size, taken, caller)) {
+    return p;
   }
   size_t room = size > old && size <= SC_SMALL_MAX ? realloc_room(old) : size;
   void *q = malloc_room(size, room <= SC_SMALL_MAX ? room : size, caller);

@@ -36,6 +36,14 @@
 _Static_assert(SAMPLE_RUN_PAGES * PAGE >= SC_SMALL_MAX,
                "every small request fits a kept run");
 
+/* A run's kind changes here without its arena's lock, while another
+ * thread's page heap may read it as the neighbour of a run it frees or
+ * takes (page_heap.c, run_kind): an atomic store (TSan saw the race in
+ * alloc_fork_signal_prof_sampled, 2 runs in 6). */
+static void sample_run_set_kind(span_t *s, uint8_t kind) {
+  __atomic_store_n(&s->kind, kind, __ATOMIC_RELAXED);
+}
+
 void *sample_run_alloc(tsd_t *tsd, size_t size, bool zero) {
   nalloc_assert(size <= SC_SMALL_MAX);
   size_t np = size ? ALIGN_UP(size, PAGE) / PAGE : 1;
@@ -51,7 +59,7 @@ void *sample_run_alloc(tsd_t *tsd, size_t size, bool zero) {
     nalloc_assert(s->kind == SPAN_KEPT && s->npages == n && s->sample_run);
     h->sruns[n - 1] = NULL;
     h->srun_pages -= (uint16_t)n;
-    s->kind = SPAN_LARGE;
+    sample_run_set_kind(s, SPAN_LARGE);
     if (zero) memset((void *)s->start, 0, size);
     return (void *)s->start;
   }
@@ -73,7 +81,7 @@ bool sample_run_keep(span_t *s) {
   if (h == &heap_none || tsd->state != TSD_NOMINAL || np > SAMPLE_RUN_PAGES ||
       h->sruns[np - 1] != NULL || h->srun_pages + np > SAMPLE_RUN_KEEP)
     return false;
-  s->kind = SPAN_KEPT;
+  sample_run_set_kind(s, SPAN_KEPT);
   s->zeroed = 0;
   h->sruns[np - 1] = s;
   h->srun_pages += (uint16_t)np;
@@ -86,7 +94,7 @@ void sample_run_flush(heap_t *h) {
     if (s == NULL) continue;
     h->sruns[i] = NULL;
     h->srun_pages -= (uint16_t)s->npages;
-    s->kind = SPAN_LARGE;
+    sample_run_set_kind(s, SPAN_LARGE);
     large_free(s);
   }
 }
