@@ -25,11 +25,10 @@ void arena_boot(void) {
 
 static arena_t *arena_create(unsigned i) {
   arena_t *a = base_alloc(sizeof(arena_t));
-  heap_t *sh = base_alloc(sizeof(heap_t)), *pool = base_alloc(sizeof(heap_t));
-  if (a == NULL || sh == NULL || pool == NULL) {
+  heap_t *sh = base_alloc(sizeof(heap_t));
+  if (a == NULL || sh == NULL) {
     base_free(a, sizeof(arena_t));
     base_free(sh, sizeof(heap_t));
-    base_free(pool, sizeof(heap_t));
     return NULL;
   }
   a->index = i;
@@ -44,10 +43,6 @@ static arena_t *arena_create(unsigned i) {
   sh->lock = &a->shared_lock;
   sh->live = 1;
   a->shared = sh;
-  for (unsigned c = 0; c < SC_NSMALL; c++) pool->cur[c] = &span_none;
-  pool->arena = a; /* no lock: frees into its spans are remote frees */
-  pool->live = 1;
-  a->pool = pool;
   return a;
 }
 
@@ -78,38 +73,15 @@ arena_t *arena_usable(arena_t *a) {
 
 /* ---- abandoned spans ------------------------------------------------------ */
 
-static void abandoned_link(arena_t *a, span_t *s) {
+void arena_abandon(arena_t *a, span_t *s) {
+  if (a->broken) return; /* fork child: its lists may be mid-update */
+  nlock_lock(&a->abandon_lock);
   s->list = SL_ABANDONED;
   s->prev = NULL;
   s->next = load_rlx(&a->abandoned[s->cls]);
   if (s->next) s->next->prev = s;
   store_rlx(&a->abandoned[s->cls], s);
-}
-
-void arena_abandon(arena_t *a, span_t *s) {
-  if (a->broken) return; /* fork child: its lists may be mid-update */
-  nlock_lock(&a->abandon_lock);
-  abandoned_link(a, s);
   nlock_unlock(&a->abandon_lock);
-}
-
-/* Released spans (heap.c, heap_release) that a remote free announced: onto
- * the abandoned lists of their classes, as spans with no owner. The queue
- * is taken whole, so each entry is complete; abandon_lock held. */
-static void arena_pool_sort(arena_t *a) {
-  span_t *s = atomic_exchange_explicit(&a->pool->rqueue, NULL, memory_order_acquire);
-  while (s != NULL) {
-    span_t *next = s->rnext;
-    span_dequeued(s); /* NONE: no push can start again... */
-    atomic_store(&s->notify, SN_ORPHAN); /* ...and frees count as orphan frees */
-    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    abandoned_link(a, s);
-    s = next;
-  }
-}
-
-static bool arena_pool_any(arena_t *a) {
-  return atomic_load_explicit(&a->pool->rqueue, memory_order_relaxed) != NULL;
 }
 
 static void abandoned_unlink(arena_t *a, span_t *s) {
@@ -120,10 +92,8 @@ static void abandoned_unlink(arena_t *a, span_t *s) {
 }
 
 span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
-  if (a->broken || (load_rlx(&a->abandoned[cls]) == NULL && !arena_pool_any(a)))
-    return NULL; /* a peek */
+  if (a->broken || load_rlx(&a->abandoned[cls]) == NULL) return NULL; /* a peek */
   nlock_lock(&a->abandon_lock);
-  if (arena_pool_any(a)) arena_pool_sort(a);
   span_t *s = load_rlx(&a->abandoned[cls]);
   if (s != NULL) abandoned_unlink(a, s);
   nlock_unlock(&a->abandon_lock);
@@ -135,7 +105,6 @@ span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
  * go back to the page heap. The lock makes the arena their owner. */
 static void arena_reap_abandoned(arena_t *a) {
   nlock_lock(&a->abandon_lock);
-  arena_pool_sort(a);
   for (unsigned c = 0; c < SC_NSMALL; c++)
     for (span_t *s = load_rlx(&a->abandoned[c]), *next; s != NULL; s = next) {
       next = s->next;
@@ -290,18 +259,6 @@ void arena_postfork_parent(void) {
   FOR_EACH_ARENA(a) nlock_postfork_parent(&a->shared_lock);
 }
 
-/* Fork child: a remote free that stopped (its thread is gone) between
- * pushing a released span onto the pool's queue and storing QUEUED would
- * make the sort wait forever; it is marked QUEUED, as the push would have.
- * One that stopped before its push leaves the span PUSHING, on no list: it
- * leaks. */
-static void arena_pool_repair(arena_t *a) {
-  for (span_t *s = atomic_load(&a->pool->rqueue); s != NULL; s = s->rnext) {
-    uint8_t st = SN_PUSHING;
-    atomic_compare_exchange_strong(&s->notify, &st, SN_QUEUED);
-  }
-}
-
 /* An arena whose lock the forking thread held (fork from a signal handler
  * that interrupted it) may be mid-update: the child leaves it alone. */
 void arena_postfork_child(void) {
@@ -311,7 +268,6 @@ void arena_postfork_child(void) {
     broken |= nlock_postfork_child(&a->abandon_lock);
     broken |= nlock_postfork_child(&a->shared_lock);
     a->broken |= broken;
-    arena_pool_repair(a);
     nlock_init(&a->reap_lock, 0);
     atomic_store_explicit(&a->nthreads, 0, memory_order_relaxed);
   }

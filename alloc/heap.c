@@ -205,47 +205,6 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
   return s;
 }
 
-/* Whether h gives its current span of cls to the arena when it runs dry,
- * rather than keeping it on its full list. A span's free slots are
- * usable by its owner only: when threads free each other's blocks and
- * take turns on the cores, the blocks of a thread that is not running are
- * freed into spans nobody can use, and every running thread makes new
- * spans (bench-larson -t 16 peaked at 150 MB for 17 MB live). A span
- * given up this way goes to whichever heap of the arena next needs one of
- * its class. A thread keeps its first HEAP_KEEP_FULL spans of a class, and
- * a process with one thread all of them (nobody else could use them; a
- * thread's own frees into a released span are remote frees). */
-#define HEAP_KEEP_FULL 2
-
-static bool heap_release_ok(heap_t *h, unsigned cls) {
-  return h->lock == NULL && h->bins[cls].nspans > HEAP_KEEP_FULL &&
-         atomic_load_explicit(&h->arena->nthreads, memory_order_relaxed) > 1;
-}
-
-/* Gives the dry current span s to the arena's pool (arena.h): the next
- * remote free into it puts it on the pool's queue, and arena_adopt hands
- * it to a heap that needs a span of its class. The owner changes while no
- * announcement can be under way (span_quiet), and before span_want asks
- * for one, so every announcement reaches the pool. False: s stays (it is
- * on h's queue, or remote frees came in: usable again). */
-static bool heap_release(heap_t *h, span_t *s) {
-  unsigned cls = s->cls;
-  if (!span_quiet(s)) return false;
-  heap_t *pool = h->arena->pool;
-  heap_clear_cur(h, s); /* before anyone else can see it */
-  store_rlx(&s->owner_fast, NULL);
-  atomic_store_explicit(&s->owner, pool, memory_order_release);
-  if (!span_want(s)) {
-    atomic_store_explicit(&s->owner, h, memory_order_release);
-    heap_set_cur(h, s);
-    return false;
-  }
-  /* from here on s may be another heap's */
-  nalloc_assert(h->bins[cls].nspans > 0);
-  h->bins[cls].nspans--;
-  return true;
-}
-
 void *heap_alloc_slow(heap_t *h, unsigned cls) {
   void *p = NULL;
   h->busy = 1;
@@ -256,11 +215,9 @@ void *heap_alloc_slow(heap_t *h, unsigned cls) {
         p = span_pop(s);
         break;
       }
-      if (!heap_release_ok(h, cls) || !heap_release(h, s)) {
-        if (!span_want(s)) continue; /* remote frees came in: usable */
-        heap_clear_cur(h, s);
-        heap_put(h, s, SL_FULL);
-      }
+      if (!span_want(s)) continue; /* remote frees came in: usable */
+      heap_clear_cur(h, s);
+      heap_put(h, s, SL_FULL);
     }
     if ((s = heap_next(h, cls)) == NULL) break;
     heap_set_cur(h, s);

@@ -239,10 +239,6 @@ typedef struct arena_s {
   nlock_t abandon_lock;
   _Atomic(span_t *) abandoned[SC_NSMALL]; /* heads: peeked without the lock */
   _Atomic uint64_t orphan_frees; /* remote frees into abandoned spans */
-  /* owner of the spans heaps released when they ran dry (heap.c): only
-   * its remote queue is used, which remote frees push those spans onto
-   * and arena_adopt sorts into `abandoned` (abandon_lock) */
-  struct heap_s *pool;
   nlock_t reap_lock;             /* one reaper at a time (trylock only) */
   /* the heap of threads that have none (shared_lock) */
   nlock_t shared_lock;
