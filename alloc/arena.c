@@ -94,6 +94,11 @@ static void abandoned_link(arena_t *a, span_t *s) {
   store_rlx(&a->abandoned[s->cls], s);
 }
 
+/* Empty spans parked per class: a thread that exits parks about one a
+ * class it used (its current span), and the next thread takes about one;
+ * more only hold pages other classes could use (bench-threads' peak RSS). */
+#define ARENA_PARK_MAX 1
+
 void arena_abandon(arena_t *a, span_t *s) {
   s->next = NULL;
   arena_abandon_list(a, s);
@@ -106,7 +111,7 @@ void arena_abandon_list(arena_t *a, span_t *s) {
   for (span_t *next; s != NULL; s = next) {
     next = s->next;
     nalloc_assert(s->arena == a->index);
-    if (s->used == 0 && opt_dirty_decay_ms == 0) { /* nothing is kept */
+    if (s->used == 0 && (opt_dirty_decay_ms == 0 || a->nparked[s->cls] >= ARENA_PARK_MAX)) {
       nlock_unlock(&a->abandon_lock);
       s->list = SL_NONE;
       span_destroy(s);
@@ -115,12 +120,20 @@ void arena_abandon_list(arena_t *a, span_t *s) {
     }
     parked |= s->used == 0;
     abandoned_link(a, s);
+    if (s->used == 0) {
+      s->list = SL_PARKED;
+      a->nparked[s->cls]++;
+    }
   }
   nlock_unlock(&a->abandon_lock);
   if (parked && opt_dirty_decay_ms > 0) arena_note_parked(a);
 }
 
 static void abandoned_unlink(arena_t *a, span_t *s) {
+  if (s->list == SL_PARKED) {
+    nalloc_assert(a->nparked[s->cls] > 0);
+    a->nparked[s->cls]--;
+  }
   if (s->prev) s->prev->next = s->next;
   else store_rlx(&a->abandoned[s->cls], s->next);
   if (s->next) s->next->prev = s->prev;
