@@ -73,18 +73,67 @@ arena_t *arena_usable(arena_t *a) {
 
 /* ---- abandoned spans ------------------------------------------------------ */
 
-void arena_abandon(arena_t *a, span_t *s) {
-  if (a->broken) return; /* fork child: its lists may be mid-update */
-  nlock_lock(&a->abandon_lock);
+/* An empty span parked on the abandoned lists is given back to the page
+ * heap by the next decay walk (arena_decay reaps before it purges), so the
+ * walk must come: within dirty_decay_ms / 16, the page heap's own gap
+ * between walks. Its pages then decay as any freed run. */
+static void arena_note_parked(arena_t *a) {
+  uint64_t due = nalloc_now_ns() + (uint64_t)opt_dirty_decay_ms * 1000000u / 16;
+  nlock_lock(&a->heap_lock);
+  if (due < a->decay_next_ns) a->decay_next_ns = due;
+  size_t npages = a->npages_dirty + a->npages_muzzy;
+  nlock_unlock(&a->heap_lock);
+  background_note_dirty(npages);
+}
+
+static void abandoned_link(arena_t *a, span_t *s) {
   s->list = SL_ABANDONED;
   s->prev = NULL;
   s->next = load_rlx(&a->abandoned[s->cls]);
   if (s->next) s->next->prev = s;
   store_rlx(&a->abandoned[s->cls], s);
+}
+
+/* Empty spans parked per class: a thread that exits parks about one a
+ * class it used (its current span), and the next thread takes about one;
+ * more only hold pages other classes could use (bench-threads' peak RSS). */
+#define ARENA_PARK_MAX 1
+
+void arena_abandon(arena_t *a, span_t *s) {
+  s->next = NULL;
+  arena_abandon_list(a, s);
+}
+
+void arena_abandon_list(arena_t *a, span_t *s) {
+  if (a->broken) return; /* fork child: its lists may be mid-update */
+  bool parked = false;
+  nlock_lock(&a->abandon_lock);
+  for (span_t *next; s != NULL; s = next) {
+    next = s->next;
+    nalloc_assert(s->arena == a->index);
+    if (s->used == 0 && (opt_dirty_decay_ms == 0 || a->nparked[s->cls] >= ARENA_PARK_MAX)) {
+      nlock_unlock(&a->abandon_lock);
+      s->list = SL_NONE;
+      span_destroy(s);
+      nlock_lock(&a->abandon_lock);
+      continue;
+    }
+    parked |= s->used == 0;
+    abandoned_link(a, s);
+    if (s->used == 0) {
+      s->list = SL_PARKED;
+      a->nparked[s->cls]++;
+    }
+  }
   nlock_unlock(&a->abandon_lock);
+  if (parked && opt_dirty_decay_ms > 0) arena_note_parked(a);
 }
 
 static void abandoned_unlink(arena_t *a, span_t *s) {
+  if (s->list == SL_PARKED) {
+    nalloc_assert(a->nparked[s->cls] > 0);
+    a->nparked[s->cls]--;
+  }
   if (s->prev) s->prev->next = s->next;
   else store_rlx(&a->abandoned[s->cls], s->next);
   if (s->next) s->next->prev = s->prev;

@@ -24,6 +24,11 @@ void arena_boot(void);
 /* Spans of exited threads: parked by class, adopted by the next heap of
  * the arena that needs a span of that class. */
 void arena_abandon(arena_t *a, span_t *s);
+/* arena_abandon of a list of spans of a (linked through `next`), under one
+ * lock. Empty ones are parked there too, for the next threads (thread
+ * churn): the next decay walk, due within dirty_decay_ms / 16, gives them
+ * back to the page heap, and dirty_decay_ms:0 gives them back at once. */
+void arena_abandon_list(arena_t *a, span_t *s);
 span_t *arena_adopt(arena_t *a, unsigned cls, struct heap_s *h);
 /* A remote free went into an abandoned span of a: every so often the
  * arena looks for abandoned spans that emptied and gives them back. */

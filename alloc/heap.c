@@ -311,12 +311,32 @@ void heap_trim(heap_t *h) {
 
 static void orphan_one(span_t *s, void *alone) { span_orphan(s, *(bool *)alone); }
 
-static void give_back_one(span_t *s, void *h) {
-  if (s->list == SL_CUR) heap_clear_cur(h, s);
+/* The spans a flush gives back to the heap's arena, handed over under one
+ * lock at the end. */
+typedef struct give_back_s {
+  heap_t *h;
+  span_t *head, *tail; /* in the order visited: each class's current span
+                          last, so that it is the first one adopted */
+} give_back_t;
+
+/* Every span goes onto its arena's abandoned lists, empty ones too: the
+ * next thread of the arena takes them with their bitmaps as they are,
+ * instead of the page heap carving new ones (a short-lived thread touches
+ * many classes: bench-threads -t 1 -s 0.1 made 52,086 spans with
+ * every empty one sent back to the page heap, 10,612 with them parked). */
+static void give_back_one(span_t *s, void *vg) {
+  give_back_t *g = vg;
+  if (s->list == SL_CUR) heap_clear_cur(g->h, s);
   s->list = SL_NONE;
   span_collect(s);
-  if (s->used == 0) span_destroy(s);
-  else arena_abandon(arena_get(s->arena), s);
+  if (s->arena != g->h->arena->index) { /* adopted from another (fork child) */
+    arena_abandon(arena_get(s->arena), s);
+    return;
+  }
+  s->next = NULL;
+  if (g->tail) g->tail->next = s;
+  else g->head = s;
+  g->tail = s;
 }
 
 /* Every span is orphaned before any is given back, and the queue is
@@ -326,7 +346,9 @@ static void heap_flush_as(heap_t *h, bool alone) {
   h->busy = 1;
   heap_each(h, orphan_one, &alone, false);
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
-  heap_each(h, give_back_one, h, true);
+  give_back_t g = {h, NULL, NULL};
+  heap_each(h, give_back_one, &g, true);
+  if (g.head != NULL) arena_abandon_list(h->arena, g.head);
   sample_run_flush(h);
   h->busy = 0;
 }

@@ -66,7 +66,8 @@ typedef struct sc_info_s {
 enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3, SPAN_KEPT = 4 };
 
 /* Which of its owner's lists a small span is on (owner-private). */
-enum { SL_NONE, SL_CUR, SL_AVAIL, SL_FULL, SL_EMPTY, SL_ABANDONED };
+/* SL_PARKED: abandoned, and empty when its heap gave it back (arena.c). */
+enum { SL_NONE, SL_CUR, SL_AVAIL, SL_FULL, SL_EMPTY, SL_ABANDONED, SL_PARKED };
 
 /* A full span's wish to hear of remote frees (span.c, the notify
  * protocol): NONE the owner looks at the span by itself; WANT the span is
@@ -238,6 +239,7 @@ typedef struct arena_s {
   /* spans whose owner went away, by class (abandon_lock) */
   nlock_t abandon_lock;
   _Atomic(span_t *) abandoned[SC_NSMALL]; /* heads: peeked without the lock */
+  uint16_t nparked[SC_NSMALL];  /* SL_PARKED spans among them */
   _Atomic uint64_t orphan_frees; /* remote frees into abandoned spans */
   nlock_t reap_lock;             /* one reaper at a time (trylock only) */
   /* the heap of threads that have none (shared_lock) */
