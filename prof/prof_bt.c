@@ -355,24 +355,6 @@ static unsigned bt_sfx_first_within(const prof_sfx_t *s, unsigned nk) {
   return lo;
 }
 
-/* The innermost frame of the record at or above sp (the largest c with
- * s->f[c].sp >= sp), or -1: the rsp values fall from the root in, so a
- * binary search. The walk's merge with the record starts there; it was a
- * step a frame from the record's leaf, ~20 steps a walk in cc1plus (88M
- * of its 14.5G instructions in exact mode) when the new leaf is shallower
- * than the last walk's. */
-static NALLOC_NO_ASAN int bt_sfx_at_or_above(const prof_sfx_t *s, uintptr_t sp) {
-  int lo = -1, hi = (int)s->n - 1; /* f[lo] >= sp (lo -1: none), f[hi]? */
-  if (s->f[hi].sp >= sp) return hi; /* a deeper walk: the common case */
-  while (hi - lo > 1) { /* f[hi].sp < sp */
-    int mid = lo + (hi - lo) / 2;
-    nalloc_assert(mid == 0 || s->f[mid - 1].sp > s->f[mid].sp);
-    if (s->f[mid].sp >= sp) lo = mid;
-    else hi = mid;
-  }
-  return lo;
-}
-
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
 bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
          void **out, unsigned max, prof_walk_t *w, uint64_t *hash) {
@@ -383,7 +365,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   uintptr_t pc = (uintptr_t)caller;
   unsigned n = 0, k = 0, how;
   /* the cached frame at or above sp (-1: none), and the word limit */
-  int c = s->n > 0 && s->hi == hi ? bt_sfx_at_or_above(s, sp) : -1;
+  int c = s->n > 0 && s->hi == hi ? (int)s->n - 1 : -1;
   unsigned wlim = PROF_SFX_WORDS;
 #define READ(where, dst)                               \
   do {                                                 \
