@@ -336,6 +336,25 @@ bt_sfx_same(const prof_sfx_t *s, unsigned c, uintptr_t bp, unsigned *wlim) {
   return i < 0;
 }
 
+/* The outermost frame r of the record whose words from there in are no
+ * more than PROF_WALK_WORDS: nk - s->f[r].wend <= PROF_WALK_WORDS, where
+ * nk = s->f[s->n - 1].wend. wend never falls from the root in (each frame
+ * adds its words to its outer neighbour's), so a binary search finds it.
+ * It was a scan from the leaf out, one frame a step: ~64 steps (~570
+ * instructions) for every walk of a deep stack, 278M of test_json's 6.6G
+ * instructions (callgrind, 486k walks). */
+static unsigned bt_sfx_first_within(const prof_sfx_t *s, unsigned nk) {
+  unsigned lo = 0, hi = s->n - 1; /* s->f[hi] qualifies: its wend is nk */
+  nalloc_assert(s->n > 0 && s->f[hi].wend == nk);
+  while (lo < hi) {
+    unsigned mid = lo + (hi - lo) / 2;
+    nalloc_assert(s->f[mid].wend <= s->f[mid + 1].wend);
+    if (nk - s->f[mid].wend <= PROF_WALK_WORDS) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
 static NALLOC_NOINLINE NALLOC_NO_ASAN unsigned
 bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
          void **out, unsigned max, prof_walk_t *w, uint64_t *hash) {
@@ -465,8 +484,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   w->sfx_c = PROF_WALK_NOSFX;
   unsigned from = 0;
   if (nk > PROF_WALK_WORDS) {
-    unsigned r = s->n - 1; /* s->f[r].wend == nk */
-    while (r > 0 && nk - s->f[r - 1].wend <= PROF_WALK_WORDS) r--;
+    unsigned r = bt_sfx_first_within(s, nk);
     w->sfx_c = r;
     w->sfx_ver = s->ver[r];
     from = s->f[r].wend;

@@ -640,9 +640,10 @@ void prof_dead_zeroed(void) {
 /* A new tdata for this thread; `old` (expired by prof.reset) passes on its
  * uid, name and active flag, as jemalloc's tdata reinit does. */
 static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
-  prof_tdata_t *td = prof_mem_alloc(sizeof *td, PM_TDATA);
+  prof_tdata_t *td = prof_mem_alloc_head(sizeof *td, PM_TDATA, PROF_TDATA_ZERO);
   if (td == NULL) return NULL;
   td->rec.in_tdata = true;
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].word = td->walk_word[i];
   td->prng = (uint64_t)(uintptr_t)tsd ^ nalloc_now_ns() ^
              ((uint64_t)getpid() << 32);
   (void)prof_prng_next(&td->prng);

@@ -270,8 +270,13 @@ _Static_assert(offsetof(prof_tctx_t, temp) + sizeof(uint64_t) <= CACHELINE &&
 _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
- * read, so that the same stack can be recognised by re-reading them. */
-#define PROF_WALK_SETS_LG 4 /* sqlite3 cycles through ~20 stacks a statement:
+ * read, so that the same stack can be recognised by re-reading them.
+ * Recorded walks are kept by (call site, depth): with 16 sets of two,
+ * which of them collided turned on where the stack starts (the
+ * environment's size): CPython's test_json walked 170k to 486k of its 3.3M
+ * allocations depending on it (callgrind); with 64 sets, 126k (267k with
+ * 16 sets at the same start), cc1plus 1.54M instead of 1.78M. */
+#define PROF_WALK_SETS_LG 6 /* sqlite3 cycles through ~20 stacks a statement:
                                 with 4 sets it walked nearly every one */
 #define PROF_WALKS (2 << PROF_WALK_SETS_LG) /* two ways a set */
 #define PROF_WALK_WORDS 64
@@ -295,7 +300,11 @@ typedef struct {
    * PROF_WALK_NOSFX: word[] holds every word. */
   unsigned sfx_c;
   uint64_t sfx_ver;
-  prof_walk_word_t word[PROF_WALK_WORDS];
+  /* its words: td->walk_word[w - td->walks], apart from the heads so that
+   * a reused tdata needs only its heads zeroed (PROF_TDATA_ZERO); a
+   * pointer (set when the tdata is made), not an index: indexing cost
+   * test_json's replays 8 instructions an allocation */
+  prof_walk_word_t *word;
 } prof_walk_t;
 #define PROF_WALK_NOSFX ((unsigned)-1)
 
@@ -383,10 +392,17 @@ typedef struct prof_tdata_s {
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
   uint8_t walk_lru[PROF_WALKS / 2]; /* per set: the way to replace next */
   size_t tab_cap, tab_n;
+  /* From sfx.f on, nothing is read before it is written (a record's frames
+   * and words below sfx.n, a walk's words once its head names a tctx, the
+   * walk's scratch), so a tdata is zeroed only up to there: the walk
+   * caches are ~170 KB of the ~180 KB, and zeroing all of a reused tdata
+   * cost bench-threads -s 0.2 (prof:true) 32% more instructions. */
   prof_sfx_t sfx;                   /* dwarf: the last full walk */
   prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
   prof_walk_word_t bt_word[PROF_SFX_WORDS];
+  prof_walk_word_t walk_word[PROF_WALKS][PROF_WALK_WORDS]; /* of walks[] */
 } prof_tdata_t;
+#define PROF_TDATA_ZERO offsetof(prof_tdata_t, sfx.f)
 
 extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
 
@@ -394,6 +410,9 @@ extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
 enum { PM_GCTX, PM_TCTX, PM_TDATA, PM_TREC, PM_TAB, PM_DUMP, PM_NKINDS };
 #define PROF_MEM_SLAB_MAX ((size_t)8 << 10)
 void *prof_mem_alloc(size_t size, unsigned kind); /* zeroed, 64-aligned */
+/* The same, but only [0, zero) is sure to be zeroed (the rest is what a
+ * reused block held: a fresh mapping reads as zero, untouched). */
+void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero);
 void prof_mem_free(void *p, size_t size, unsigned kind);
 size_t prof_mem_mapped(void);
 size_t prof_mem_used(unsigned kind);

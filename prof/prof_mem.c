@@ -11,9 +11,10 @@
  * each time). Blocks above PROF_MEM_SLAB_MAX are mapped on their own and
  * unmapped when freed, but for the last one freed (big_spare).
  *
- * Blocks are zeroed and 64-byte aligned (records keep their hot counters
- * on cache lines of their own). One lock, a leaf: any profiler lock may be
- * held when calling in. Never calls malloc. */
+ * Blocks are zeroed (prof_mem_alloc_head: a head of them) and 64-byte
+ * aligned (records keep their hot counters on cache lines of their own).
+ * One lock, a leaf: any profiler lock may be held when calling in. Never
+ * calls malloc. */
 #include "prof_internal.h"
 
 #include <string.h>
@@ -36,7 +37,8 @@ static slab_t *spare[NCLASS];   /* one empty slab per class, kept */
  * exits), kept mapped for the next one of its size: a thread that starts,
  * samples and exits in a loop then neither maps nor faults its tdata in
  * each time (bench-threads: ~15 page faults and an mmap/munmap pair a
- * sampling thread). Zeroed again when reused. mem_lock. */
+ * sampling thread). Zeroed again when reused (a tdata: only its head).
+ * mem_lock. */
 static void *big_spare;
 static size_t big_spare_size;
 static _Atomic size_t mem_mapped;
@@ -88,7 +90,14 @@ static void list_push(slab_t *s) {
 }
 
 void *prof_mem_alloc(size_t size, unsigned kind) {
+  return prof_mem_alloc_head(size, kind, size);
+}
+
+/* A reused big block is zeroed only up to `zero`: a tdata's walk caches
+ * (~170 KB of it) are written before they are read. */
+void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero) {
   if (size == 0) size = 1;
+  nalloc_assert(zero <= size);
   if (size > PROF_MEM_SLAB_MAX) {
     size_t n = ALIGN_UP(size, PAGE);
     void *p = NULL;
@@ -99,7 +108,7 @@ void *prof_mem_alloc(size_t size, unsigned kind) {
     }
     nlock_unlock(&mem_lock);
     if (p != NULL) {
-      memset(p, 0, n);
+      memset(p, 0, zero);
       atomic_fetch_add_explicit(&mem_kind[kind], n, memory_order_relaxed);
       return p;
     }

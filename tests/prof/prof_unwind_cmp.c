@@ -625,9 +625,14 @@ NOINL int child_main(const char *unwind, const char *path) {
   CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
 
   run_all();
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0);
-  CHECK(pthread_join(t, NULL) == 0);
+  /* Two threads one after the other: the second one's tdata is the
+   * first one's, reused with only its head zeroed (prof_mem_alloc_head),
+   * so its walk caches start out holding the first thread's words. */
+  for (int k = 0; k < 2; k++) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  }
 
   /* Free about a third, scattered over the sites (a stride would hit
    * the same sites every round). */
