@@ -103,7 +103,7 @@ int64_t prof_next_wait(tsd_t *tsd) {
     return -1;
   /* A thread's tdata is made at its first sample (sample_setup), not
    * here at its start: most short-lived threads never sample, and the
-   * tdata (~76 KB, mapped on its own, ten-odd pages touched) cost
+   * tdata (~182 KB, mapped on its own, ten-odd pages touched) cost
    * bench-threads 10 page faults and an mmap/munmap a thread (1.4-2.7x
    * its unprofiled time). An expired one is renewed. With interval dumps
    * on, a thread's tdata is still made at its start: the trigger counts
