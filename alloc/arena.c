@@ -12,7 +12,7 @@
 #include "os.h"
 #include "page_heap.h"
 
-_Atomic(arena_t *) arenas[ARENAS_MAX];
+NALLOC_BIG_BSS _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned arenas_count = 1;
 static nlock_t arenas_lock = NLOCK_INITIALIZER(LOCK_ARENAS);
 

@@ -30,7 +30,7 @@ static const conf_entry_t stats_conf_rows[] = {
 };
 const conf_table_t stats_conf_table = {stats_conf_rows, ARRAY_LEN(stats_conf_rows)};
 
-stats_t stats_snapshot;
+NALLOC_BIG_BSS stats_t stats_snapshot;
 static bool stats_taken;
 static nlock_t stats_lock = NLOCK_INITIALIZER(LOCK_STATS);
 
@@ -79,7 +79,7 @@ void stats_ensure(void) {
   if (!stats_taken) stats_refresh();
 }
 
-static stats_t stats_print_buf;
+NALLOC_BIG_BSS static stats_t stats_print_buf;
 
 /* Prints with nalloc_log (write(2) of a stack buffer): no stdio stream,
  * whose lock or buffer could be in any state at exit. */

@@ -153,7 +153,7 @@ static bool stack_bounds(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
  * an address is not found (a library dlopen'ed since); readers race with
  * the rebuild only to the extent of a wrong yes/no, never a bad access. */
 #define EXEC_MAX 1024
-static _Atomic uintptr_t exec_lo[EXEC_MAX], exec_hi[EXEC_MAX];
+NALLOC_BIG_BSS static _Atomic uintptr_t exec_lo[EXEC_MAX], exec_hi[EXEC_MAX];
 static _Atomic int exec_n;
 static _Atomic uint64_t exec_when;
 static nlock_t exec_lock = NLOCK_INITIALIZER(LOCK_PROF_UNWIND);

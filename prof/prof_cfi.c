@@ -103,7 +103,7 @@ NALLOC_NOINLINE uint64_t prof_cfi_miss(uintptr_t pc) {
  * must not wait for a fork that waits for a thread that waits for it. */
 #define LOADER_SLOTS 64
 #define LOADER_FORK_WAIT_NS 100000000ull /* then fork anyway, as before */
-static struct {
+NALLOC_BIG_BSS static struct {
   _Alignas(CACHELINE) _Atomic unsigned n;
 } loader_in[LOADER_SLOTS];
 static _Atomic bool loader_forking;

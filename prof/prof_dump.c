@@ -95,7 +95,7 @@ size_t prof_fmt_hex(char *buf, uint64_t v) {
 
 /* ---- buffered writer (prof_dump_lock) ----------------------------------- */
 
-static struct {
+NALLOC_BIG_BSS static struct {
   int fd;
   int err;
   size_t len;

@@ -641,7 +641,7 @@ static void ph_close(int fd) {
 }
 
 static void ph_serve(int fd) {
-  static char head[PH_HEAD_MAX];
+  NALLOC_BIG_BSS static char head[PH_HEAD_MAX];
   ph_conn_t c = {fd, false, false};
   ph_req_t r;
   size_t got = 0;

@@ -183,7 +183,7 @@ void prof_leak_report(const prof_leak_t *l, const char *path) {
              (unsigned long long)l->stacks,
              l->lg == 0 ? "exact" : "sampled estimate", l->lg);
   if (l->stacks == 0) return;
-  static char tool[PATH_CAP]; /* at exit, one thread: no lock needed */
+  NALLOC_BIG_BSS static char tool[PATH_CAP]; /* at exit, one thread: no lock needed */
   if (path == NULL) { /* no file to read: the addresses are all we have */
     fallback(l);
     return;
