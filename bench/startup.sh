@@ -14,7 +14,9 @@
 # one run (strace -f, when installed); the instructions of one /bin/true
 # and one `cat`, loader included (valgrind --tool=callgrind, when
 # installed: repeatable where times are not); the peak RSS of one `cat`
-# (/usr/bin/time, when installed). Then a build: a generated Makefile of
+# (/usr/bin/time, when installed), and the page faults of one /bin/true
+# and one `cat` (ru_minflt, median of 5 runs: each fault costs ~5-11 us on
+# this project's VMs, more than all the instructions). Then a build: a generated Makefile of
 # M=800 small targets, each running a few tiny processes (sh -c, cat, sed,
 # true: what the recipes of a real build spawn around the compiler), made
 # with make -j$(nproc) under LD_PRELOAD for make and every child, in the
@@ -114,8 +116,19 @@ nsys() { # i cmd...
     grep -vc -e '^[0-9]* *+++' -e 'exited with' "$tmp/st"
 }
 
-echo "| allocator | /bin/true (ms per process) | cat (ms per process) | instructions (/bin/true) | instructions (cat) | system calls (/bin/true) | system calls (cat) | peak RSS of cat (KiB) |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+# page faults of one run of the command (minor faults, median of 5 runs)
+nflt() { # i cmd...
+  local i=$1; shift
+  [ -x /usr/bin/time ] || { echo -; return; }
+  for _ in 1 2 3 4 5; do
+    LD_PRELOAD=${preload[$i]} NALLOC_CONF=${conf[$i]} /usr/bin/time -f %R -o "$tmp/flt" \
+      "$@" >/dev/null
+    cat "$tmp/flt"
+  done | median
+}
+
+echo "| allocator | /bin/true (ms per process) | cat (ms per process) | instructions (/bin/true) | instructions (cat) | system calls (/bin/true) | system calls (cat) | page faults (/bin/true) | page faults (cat) | peak RSS of cat (KiB) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for i in "${!names[@]}"; do
   mt=$(printf '%s\n' ${t_true[$i]} | median)
   mc=$(printf '%s\n' ${t_cat[$i]} | median)
@@ -126,11 +139,13 @@ for i in "${!names[@]}"; do
     rss=$(LD_PRELOAD=${preload[$i]} NALLOC_CONF=${conf[$i]} /usr/bin/time -f %M \
           cat "$tmp/in.txt" 2>&1 >/dev/null | tail -1)
   fi
+  ft=$(nflt "$i" /bin/true)
+  fc=$(nflt "$i" cat "$tmp/in.txt")
   it=$(instr "$i" /bin/true)
   ic=$(instr "$i" cat "$tmp/in.txt")
   awk -v name="${names[$i]}" -v t="$mt" -v c="$mc" -v n="$n" -v sc="$sc" -v scc="$scc" \
-      -v rss="$rss" -v it="$it" -v ic="$ic" \
-    'BEGIN {printf "| %s | %.3f | %.3f | %s | %s | %s | %s | %s |\n", name, t * 1000 / n, c * 1000 / n, it, ic, sc, scc, rss}'
+      -v rss="$rss" -v it="$it" -v ic="$ic" -v ft="$ft" -v fc="$fc" \
+    'BEGIN {printf "| %s | %.3f | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", name, t * 1000 / n, c * 1000 / n, it, ic, sc, scc, ft, fc, rss}'
 done
 echo
 echo "$n starts per cell, medians of $rounds alternated rounds; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)."
