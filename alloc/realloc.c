@@ -80,14 +80,14 @@ static NALLOC_NOINLINE bool realloc_sampled(span_t *s, void *p, size_t size,
  * free run. Its slot in a size class's span would keep the span resident
  * while a few grown buffers pass through each of the classes between
  * 4 and 64 KiB (spans of 64 KiB-1 MiB): on bench-realloc (256 buffers a
- * thread grown by 1-512 B to 1-64 KiB) peak RSS 21.4 -> 11.0 MiB at one
- * thread, 40.5 -> 19.9 at two, 250 -> 135 at 16, for 12% more
+ * thread grown by 1-512 B to 1-64 KiB) peak RSS 20.9 -> 10.8 MiB at one
+ * thread, 39.6 -> 19.5 at two, 239-253 -> 133-138 at 16, for 15% more
  * instructions (the copies of the moves: a block that cannot grow in
  * place moves at its next page, not its next quarter). Room on a move
- * (a quarter more pages: 13.8 MiB at one thread), choosing a run with a
- * page or a quarter to spare (11.5-12.5), moving into the free run before
- * the block (11.8), a threshold of 1 KiB (10.5, but a 1 KiB buffer in a
- * 4 KiB page) or 8 KiB (11.1) were tried (alloc/README.md, "Footprint of
+ * (a quarter more pages: 13.5 MiB at one thread), choosing a run with a
+ * page or a quarter to spare (11.3-12.2), moving into the free run before
+ * the block (11.5), a threshold of 1 KiB (10.2, but a 1 KiB buffer in a
+ * 4 KiB page) or 8 KiB (10.8, 138 at 16 threads) were tried (alloc/README.md, "Footprint of
  * the small classes"). */
 #define REALLOC_PAGES_MIN ((size_t)4 << 10)
 
