@@ -30,10 +30,13 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
   return a != NULL ? arena_shared_alloc(a, cls) : NULL;
 }
 
+/* Where a small request goes besides a slot (`own_page`). */
+enum { OWN_NONE, OWN_SAMPLE, OWN_GROWN };
+
 /* Everything but a small block the current span has: a dry span, no
  * heap, alignment, a page run of its own, a large block. */
 static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
-                                         bool zero, bool own_page) {
+                                         bool zero, unsigned own_page) {
   if (unlikely(size > MAX_REQUEST || align > MAX_REQUEST)) {
     errno = ENOMEM;
     return NULL;
@@ -52,22 +55,27 @@ static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
     if (zero) memset(p, 0, size);
     return p;
   }
-  if (own_page && size <= SC_SMALL_MAX && align <= PAGE)
+  if (own_page == OWN_SAMPLE && size <= SC_SMALL_MAX && align <= PAGE)
     return sample_run_alloc(tsd, size, zero);
   arena_t *a = arena_get(tsd->state == TSD_NOMINAL ? tsd->arena : 0);
   if (a == NULL) {
     errno = ENOMEM;
     return NULL;
   }
+  /* a grown block: pages of the thread's arena, where the spans it grew
+   * out of give theirs back */
+  if (own_page == OWN_GROWN && size <= SC_SMALL_MAX && align <= PAGE)
+    return large_alloc_in(a, size, 0, zero);
   return large_alloc(a, size ? size : 1, align, zero);
 }
 
 /* `own_page`: serve a small request from a page run of its own, as the
- * profiler asks for sampled blocks (see malloc_sampled). A small block is
+ * profiler asks for sampled blocks (OWN_SAMPLE: see malloc_sampled) and
+ * realloc for grown blocks (OWN_GROWN: see realloc.c). A small block is
  * inline: the current span's, else the heap's next span's (a dry cursor
  * word, the common slow case, costs no more than that). */
 static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
-                               bool zero, bool own_page) {
+                               bool zero, unsigned own_page) {
   if (likely(size <= SC_SMALL_MAX && align <= 16 && !own_page)) {
     unsigned cls = sc_index(size);
     void *p = span_pop(tsd->heap->cur[cls]);
@@ -90,14 +98,15 @@ static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
  * path's registers. */
 static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
                                             size_t size, size_t align,
-                                            bool zero, const void *caller,
+                                            bool zero, unsigned own_page,
+                                            const void *caller,
                                             const void *frame) {
   void *tctx = NULL;
   unsigned how = 0;
   if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
     tctx = prof_sample(tsd, charge, caller,
                        frame ? frame : __builtin_frame_address(0), &how);
-  bool own_page = how & PROF_OWN_PAGE;
+  if (own_page == OWN_NONE && (how & PROF_OWN_PAGE)) own_page = OWN_SAMPLE;
   if (tctx != NULL && !own_page && size <= SC_SMALL_MAX && align <= 16) {
     /* exact mode's common case: the slot's index is known, no lookup */
     span_t *s = tsd->heap->cur[sc_index(size)];
@@ -128,6 +137,7 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
  * countdown and the profile see `charge`. */
 static NALLOC_ALWAYS_INLINE void *malloc_charged(size_t charge, size_t size,
                                                  size_t align, bool zero,
+                                                 unsigned own_page,
                                                  const void *caller,
                                                  const void *frame) {
   tsd_t *tsd = tsd_get();
@@ -135,19 +145,24 @@ static NALLOC_ALWAYS_INLINE void *malloc_charged(size_t charge, size_t size,
   if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
   tsd->prof_countdown -= charge > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)charge;
   if (unlikely(tsd->prof_countdown < 0)) {
-    if (opt_prof) return malloc_sampled(tsd, charge, size, align, zero, caller, frame);
+    if (opt_prof)
+      return malloc_sampled(tsd, charge, size, align, zero, own_page, caller, frame);
     tsd->prof_countdown = INT64_MAX;
   }
-  return alloc_core(tsd, size, align, zero, false);
+  return alloc_core(tsd, size, align, zero, own_page);
 }
 
 void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
                   const void *frame) {
-  return malloc_charged(size, size, align, zero, caller, frame);
+  return malloc_charged(size, size, align, zero, OWN_NONE, caller, frame);
 }
 
 void *malloc_room(size_t size, size_t room, const void *caller) {
-  return malloc_charged(size, room > size ? room : size, 0, false, caller, NULL);
+  return malloc_charged(size, room > size ? room : size, 0, false, OWN_NONE, caller, NULL);
+}
+
+void *malloc_grown(size_t size, size_t room, const void *caller) {
+  return malloc_charged(size, room > size ? room : size, 0, false, OWN_GROWN, caller, NULL);
 }
 
 static bool pow2(size_t x) { return x && (x & (x - 1)) == 0; }

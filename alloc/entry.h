@@ -37,6 +37,9 @@ void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,
 /* For realloc: `size` bytes as the program asked, in a block with room for
  * `room` (the profile sees `size`). */
 void *malloc_room(size_t size, size_t room, const void *caller);
+/* The same in a page run of its own (from the thread's arena) when
+ * `room` is small: a grown block (realloc.c). */
+void *malloc_grown(size_t size, size_t room, const void *caller);
 void free_slow(void *p, int fn);
 /* p starts slot i of s (or s is not small), but not on the fast path of
  * h, the calling thread's heap. */
