@@ -44,7 +44,7 @@ bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed) {
   if (s->kind == SPAN_LARGE) {
     s->large_tctx = tctx;
     s->large_size = size;
-    s->large_birth = timed ? nalloc_now_ns() : 0;
+    s->large_birth = timed ? os_stamp() : 0;
     return true;
   }
   if (timed) return sample_record_timed(s, slot_of(s, p), tctx, size);
@@ -58,7 +58,7 @@ bool sample_record_timed(span_t *s, uint32_t i, void *tctx, size_t size) {
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
   if (ps == NULL) return sample_record_first(s, i, tctx, size, true);
   if (!load_rlx(&s->prof_births)) return sample_record_slot(s, i, tctx, size);
-  store_rlx((_Atomic(sample_slot_t) *)&ps[s->nslots + i], nalloc_now_ns());
+  store_rlx((_Atomic(sample_slot_t) *)&ps[s->nslots + i], os_stamp());
   store_rlx((_Atomic(sample_slot_t) *)&ps[i],
             (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx | SAMPLE_TIMED);
   return true;

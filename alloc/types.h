@@ -139,7 +139,7 @@ typedef struct span_s {
   _Atomic(sample_slot_t *) prof;
   void *large_tctx;
   size_t large_size;
-  uint64_t large_birth; /* nalloc_now_ns() at the sample; 0: not kept */
+  uint64_t large_birth; /* os_stamp() at the sample; 0: not kept */
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
    * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
    * freed by other threads, set with fetch_or, collected by the owner),
