@@ -84,10 +84,15 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
       return;
     }
   } else {
-    sample_release_slot(s, i, p);
+    bool counted = sample_release_slot(s, i, p);
     /* exact mode's common case: the thread's own span, not full */
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h &&
         h != &heap_none && s->list != SL_FULL) {
+      /* sampled mode: once its last live sample is gone, the span's frees
+       * are fast again (only its owner samples in it: span_unsampled);
+       * one that other threads freed waits for the owner's next such
+       * free, or for the span's next move between its lists */
+      if (unlikely(counted) && h->lock == NULL) span_set_fast(s, h);
       int r = span_push(s, i);
       if (likely(r == PUSH_OK)) return;
       if (r == PUSH_EMPTY) {

@@ -92,7 +92,8 @@ typedef struct span_s {
   uint8_t cls;         /* SPAN_SMALL: size class */
   uint16_t arena;      /* index of the arena whose pages these are */
   /* The owning heap while its frees may push with no further look: a
-   * small span that is on its owner's lists and holds no sampled slot.
+   * small span that is on its owner's lists and holds no live sampled
+   * slot (span_unsampled).
    * NULL otherwise (and for every other kind of span). */
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
@@ -134,6 +135,10 @@ typedef struct span_s {
                                    record with bit 0 set has one) */
   uint8_t sample_run;           /* SPAN_LARGE, SPAN_KEPT: the page run of a
                                    sampled small block (sample_run.c) */
+  _Atomic uint16_t prof_live;   /* SPAN_SMALL with prof_births: records that
+                                   may be live (raised before a record is
+                                   written, lowered after it is cleared):
+                                   at 0 the owner's frees are fast again */
   /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
    * the span was sampled. SPAN_LARGE: the block's tctx and size. */
   _Atomic(sample_slot_t *) prof;

@@ -46,9 +46,10 @@ int64_t prof_next_wait(tsd_t *tsd);
 /* What prof_sample asks of the allocation it sampled (`*how`, which the
  * caller sets to 0 first). */
 enum {
-  PROF_OWN_PAGE = 1, /* a page run of its own: samples are rare (one in
-                        2^16 bytes or fewer), so small spans need never
-                        hold one */
+  PROF_OWN_PAGE = 1, /* samples are rare (one in 2^16 bytes or fewer):
+                        a small block under SAMPLE_SPAN_MIN (1 KiB) gets a
+                        page run of its own, so that its span need not
+                        keep records (alloc/sample.h) */
   PROF_TIMED = 2,    /* keep its birth time (os_stamp) for the free:
                         the lifetime histogram of sampled mode */
 };
