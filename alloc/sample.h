@@ -17,11 +17,15 @@
 bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed);
 /* Sampled small blocks of this size or more stay in their spans when the
  * profiler asks for a page run of their own (PROF_OWN_PAGE, sampled mode):
- * their span's records cost 16 bytes a slot of at least 1 KiB (at most
- * 1.6%), and its frees are fast again once no sample in it is live
- * (prof_live). Smaller blocks are sampled rarely (P ~ size / 2^lg), and
- * their spans' records would cost up to a byte a byte. */
-#define SAMPLE_SPAN_MIN 1024
+ * their span's records cost 16 bytes a slot of at least 4 KiB (0.4%, 256
+ * bytes for a 64 KiB span), and its frees are fast again once no sample
+ * in it is live (prof_live). Smaller blocks are sampled rarely (P ~ size
+ * / 2^lg) and take a page run: their spans' records would cost up to a
+ * byte a byte, and with a limit of 1 KiB the ~98 arrays that
+ * bench-threads -t 1 -s 0.06 made (1-2 KiB blocks, spans of up to 64
+ * slots) raised its peak RSS by ~100 KB (3,984-4,012 -> 4,092-4,104 KB);
+ * bench-random ran the same instructions with 1, 2 or 4 KiB. */
+#define SAMPLE_SPAN_MIN 4096
 /* The same for slot i of small span s; inline while the span already has
  * its records (exact mode: every span but for its first sample). */
 bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,

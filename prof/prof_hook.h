@@ -47,7 +47,7 @@ int64_t prof_next_wait(tsd_t *tsd);
  * caller sets to 0 first). */
 enum {
   PROF_OWN_PAGE = 1, /* samples are rare (one in 2^16 bytes or fewer):
-                        a small block under SAMPLE_SPAN_MIN (1 KiB) gets a
+                        a small block under SAMPLE_SPAN_MIN (4 KiB) gets a
                         page run of its own, so that its span need not
                         keep records (alloc/sample.h) */
   PROF_TIMED = 2,    /* keep its birth time (os_stamp) for the free:

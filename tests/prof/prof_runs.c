@@ -18,7 +18,7 @@
  *   pointer;
  * - runs freed by a thread that then exits, and thread.tcache.flush,
  *   give their pages back without harm;
- * - sampled blocks of 1 KiB or more stay in their spans (SAMPLE_SPAN_MIN,
+ * - sampled blocks of 4 KiB or more stay in their spans (SAMPLE_SPAN_MIN,
  *   alloc/sample.h), whose frees are fast again once no sample in them is
  *   live: blocks freed half by their thread and half by another, in
  *   rounds that reuse the same slots, every free finding its record (the
@@ -190,7 +190,7 @@ static void check_in_span(void) {
   for (int round = 0; round < 16; round++) {
     size_t nm = 0, nt = 0;
     for (size_t k = 0; k < W; k++) {
-      void *p = span_alloc(1024 + rnd() % 7168);
+      void *p = span_alloc(4096 + rnd() % 12288);
       CHECK(p != NULL);
       if (rnd() & 1) theirs[nt++] = p;
       else mine[nm++] = p;
