@@ -92,6 +92,8 @@ static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
     heap_t *h = tsd_get()->heap;
     if (likely(ok)) {
       if (likely(load_racy(&s->owner_fast) == h)) {
+        /* no live sample in s (span_unsampled) */
+        nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
         int r = span_push(s, i);
         if (likely(r == PUSH_OK)) return;
         if (r == PUSH_EMPTY) {

@@ -75,19 +75,17 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
     free_slow(p, fn);
     return;
   }
-  if (likely(atomic_load_explicit(&s->prof, memory_order_relaxed) == NULL)) {
-    /* another thread's block: straight to its remote bitmap (a shared
-     * heap's spans and h's own full spans take free_small's way) */
-    heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-    if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
-      if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
-      return;
-    }
-  } else {
+  heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+  if (unlikely(atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL)) {
     sample_release_slot(s, i, p);
     /* exact mode's common case: the thread's own span, not full */
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h &&
-        h != &heap_none && s->list != SL_FULL) {
+    if (owner == h && h != &heap_none && s->list != SL_FULL) {
+      /* sampled mode: once its last live sample is gone (freed here or by
+       * another thread), the span's frees are fast again (only its owner
+       * samples in it: span_unsampled) */
+      if (unlikely(load_rlx(&s->prof_births)) && h->lock == NULL &&
+          atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
+        store_rlx(&s->owner_fast, h);
       int r = span_push(s, i);
       if (likely(r == PUSH_OK)) return;
       if (r == PUSH_EMPTY) {
@@ -96,6 +94,12 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
       }
       double_free(fn, p);
     }
+  }
+  /* another thread's block: straight to its remote bitmap (a shared
+   * heap's spans and h's own full spans take free_small's way) */
+  if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
+    if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
+    return;
   }
   if (!free_small(s, i)) double_free(fn, p);
 }

@@ -14,6 +14,20 @@ bool os_move(void *p, size_t old, size_t size, void *dest);
 void os_purge(void *p, size_t size);    /* MADV_DONTNEED: pages read back as 0 */
 void os_populate(void *p, size_t size); /* fault fresh pages in, in one call */
 uint64_t nalloc_now_ns(void);           /* CLOCK_MONOTONIC */
+/* Time stamps for the lifetimes of sampled blocks (the profiler's
+ * histogram): the TSC where it is invariant (rdtsc, ~25 cycles), else
+ * nalloc_now_ns. os_stamp_boot (the profiler's start) picks one and, for
+ * the TSC, notes the clock; os_stamp_ns turns two stamps into the
+ * nanoseconds between them (0 when `to` is not after `from`). */
+void os_stamp_boot(void);
+extern bool os_stamp_tsc;
+static inline uint64_t os_stamp(void) {
+#if defined(__x86_64__)
+  if (likely(os_stamp_tsc)) return __builtin_ia32_rdtsc();
+#endif
+  return nalloc_now_ns();
+}
+uint64_t os_stamp_ns(uint64_t from, uint64_t to);
 /* MADV_FREE: resident until the kernel needs the memory, no fault when
  * written again; false if the kernel cannot. */
 bool os_purge_lazy(void *p, size_t size);

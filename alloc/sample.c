@@ -5,7 +5,11 @@
  *
  * A span's first sample also turns off its frees' fast path (owner_fast),
  * so that every free of the span looks for a record; the array lives
- * until the span's pages go back. */
+ * until the span's pages go back. In sampled mode (the spans with births)
+ * the span counts its live records (prof_live), and the owner turns the
+ * fast path back on when it frees the last one (free.c) or puts the span
+ * back on its lists (span_set_fast): at the default rate most spans hold
+ * a sample only now and then. */
 #include "sample.h"
 
 #include "base.h"
@@ -18,7 +22,7 @@
 #define SAMPLE_TIMED ((sample_slot_t)1)
 static inline void *sample_tctx(sample_slot_t r) {
   return (void *)(uintptr_t)(r & (((uint64_t)1 << SAMPLE_SIZE_SHIFT) - 1) &
-                             ~SAMPLE_TIMED);
+                             ~(SAMPLE_TIMED | SAMPLE_COUNTED));
 }
 static inline size_t sample_size(sample_slot_t r) {
   return (size_t)(r >> SAMPLE_SIZE_SHIFT);
@@ -44,7 +48,7 @@ bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed) {
   if (s->kind == SPAN_LARGE) {
     s->large_tctx = tctx;
     s->large_size = size;
-    s->large_birth = timed ? nalloc_now_ns() : 0;
+    s->large_birth = timed ? os_stamp() : 0;
     return true;
   }
   if (timed) return sample_record_timed(s, slot_of(s, p), tctx, size);
@@ -58,9 +62,10 @@ bool sample_record_timed(span_t *s, uint32_t i, void *tctx, size_t size) {
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
   if (ps == NULL) return sample_record_first(s, i, tctx, size, true);
   if (!load_rlx(&s->prof_births)) return sample_record_slot(s, i, tctx, size);
-  store_rlx((_Atomic(sample_slot_t) *)&ps[s->nslots + i], nalloc_now_ns());
-  store_rlx((_Atomic(sample_slot_t) *)&ps[i],
-            (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx | SAMPLE_TIMED);
+  sample_slot_t c = sample_live_add(s);
+  store_rlx((_Atomic(sample_slot_t) *)&ps[s->nslots + i], os_stamp());
+  store_rlx((_Atomic(sample_slot_t) *)&ps[i], (uint64_t)size << SAMPLE_SIZE_SHIFT |
+                                                  (uintptr_t)tctx | SAMPLE_TIMED | c);
   return true;
 }
 
@@ -85,20 +90,23 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
   return sample_record_slot(s, i, tctx, size);
 }
 
-void sample_release_slot(span_t *s, uint32_t i, const void *p) {
-  _Atomic(sample_slot_t) *r = sample_slot(s, i);
-  sample_slot_t v = r ? load_rlx(r) : 0;
-  if (v == 0) return;
-  store_rlx(r, 0);
+bool sample_release_rec(span_t *s, uint32_t i, const void *p, sample_slot_t v) {
+  store_rlx(sample_slot(s, i), 0);
   uint64_t birth = 0;
   if (unlikely(v & SAMPLE_TIMED)) /* sampled mode only */
     birth = load_rlx((_Atomic(sample_slot_t) *)&sample_births(s)[i]);
+  if (v & SAMPLE_COUNTED) /* after the record is cleared: see span_unsampled */
+    atomic_fetch_sub_explicit(&s->prof_live, 1, memory_order_release);
   prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
+  return v & SAMPLE_COUNTED;
 }
 
 void sample_release(span_t *s, void *p) {
   if (s->kind != SPAN_LARGE) {
-    sample_release_slot(s, slot_of(s, p), p);
+    uint32_t i = slot_of(s, p);
+    _Atomic(sample_slot_t) *r = sample_slot(s, i);
+    sample_slot_t v = r ? load_rlx(r) : 0;
+    if (v != 0) sample_release_rec(s, i, p, v);
     return;
   }
   void *tctx = s->large_tctx;

@@ -15,22 +15,53 @@
  * span's first timed sample, in sampled mode only: exact mode's spans keep
  * 8 bytes per slot). */
 bool sample_record(span_t *s, void *p, void *tctx, size_t size, bool timed);
+/* Sampled small blocks of this size or more stay in their spans when the
+ * profiler asks for a page run of their own (PROF_OWN_PAGE, sampled mode):
+ * their span's records cost 16 bytes a slot of at least 4 KiB (0.4%, 256
+ * bytes for a 64 KiB span), and its frees are fast again once no sample
+ * in it is live (prof_live). Smaller blocks are sampled rarely (P ~ size
+ * / 2^lg) and take a page run: their spans' records would cost up to a
+ * byte a byte, and with a limit of 1 KiB the ~98 arrays that
+ * bench-threads -t 1 -s 0.06 made (1-2 KiB blocks, spans of up to 64
+ * slots) raised its peak RSS by ~100 KB (3,984-4,012 -> 4,092-4,104 KB);
+ * bench-random ran the same instructions with 1, 2 or 4 KiB. */
+#define SAMPLE_SPAN_MIN 4096
 /* The same for slot i of small span s; inline while the span already has
  * its records (exact mode: every span but for its first sample). */
 bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
                          bool births);
 bool sample_record_timed(span_t *s, uint32_t i, void *tctx, size_t size);
+/* Bit 1 of a slot's record (tctxs are 64-byte aligned): the record is
+ * counted in the span's prof_live (spans with births: sampled mode), so
+ * that its release lowers it; owner_fast is off while any is live. */
+#define SAMPLE_COUNTED ((sample_slot_t)2)
+static inline sample_slot_t sample_live_add(span_t *s) {
+  atomic_fetch_add_explicit(&s->prof_live, 1, memory_order_relaxed);
+  store_rlx(&s->owner_fast, NULL);
+  return SAMPLE_COUNTED;
+}
 static inline bool sample_record_slot(span_t *s, uint32_t i, void *tctx, size_t size) {
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
   if (unlikely(ps == NULL)) return sample_record_first(s, i, tctx, size, false);
-  store_rlx((_Atomic(sample_slot_t) *)&ps[i], (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx);
+  sample_slot_t c = unlikely(load_rlx(&s->prof_births)) ? sample_live_add(s) : 0;
+  store_rlx((_Atomic(sample_slot_t) *)&ps[i],
+            (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx | c);
   return true;
 }
 /* If p was sampled, forgets it and tells the profiler it is gone. Called
  * by the freeing thread, before the slot is freed. */
 void sample_release(span_t *s, void *p);
-/* The same for slot i of small span s, which p starts. */
-void sample_release_slot(span_t *s, uint32_t i, const void *p);
+/* The same for slot i of small span s, which p starts, when its record is
+ * v (not 0). True when the record counted in s->prof_live. */
+bool sample_release_rec(span_t *s, uint32_t i, const void *p, sample_slot_t v);
+/* The same for slot i of small span s (s->prof not NULL), which p starts:
+ * inline, as most frees in a span with samples are of other slots. */
+static inline bool sample_release_slot(span_t *s, uint32_t i, const void *p) {
+  _Atomic(sample_slot_t) *r =
+      (_Atomic(sample_slot_t) *)&atomic_load_explicit(&s->prof, memory_order_acquire)[i];
+  sample_slot_t v = load_rlx(r);
+  return unlikely(v != 0) && sample_release_rec(s, i, p, v);
+}
 /* Whether p's record holds a sample. */
 bool sample_taken(span_t *s, const void *p);
 

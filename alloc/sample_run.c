@@ -1,8 +1,11 @@
 /* sample_run.c -- page runs of sampled small blocks (sample_run.h).
  *
- * At the default rate a sampled small block gets a page run of its own,
- * so that small spans never hold a sample and free's fast path need not
- * ask (alloc.c, malloc_sampled). Through large_alloc and large_free every
+ * At the default rate a sampled small block under SAMPLE_SPAN_MIN (4 KiB;
+ * larger ones stay in their spans: sample.h) gets a page run of its own,
+ * so that spans of small classes never hold a sample and free's fast path
+ * need not ask (alloc.c, malloc_sampled); such runs are one page, unless
+ * a realloc grew them in place. (Before the 4 KiB limit, runs of every
+ * small size:) Through large_alloc and large_free every
  * such run cost ~1,100 instructions (arena lock, run search and carving,
  * four page-map writes, decay bookkeeping, two clock reads): half of a
  * sample's cost on bench-random. A freed run is kept instead in the

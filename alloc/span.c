@@ -129,6 +129,7 @@ void span_destroy(span_t *s) {
                       (load_rlx(&s->prof_births) ? 2 : 1));
   atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
   store_rlx(&s->prof_births, 0);
+  store_rlx(&s->prof_live, 0);
   store_rlx(&s->owner_fast, NULL);
   atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
   if (a->broken) return; /* fork child: its page heap may be mid-update */

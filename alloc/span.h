@@ -128,10 +128,17 @@ void span_adopt(span_t *s, struct heap_s *h);
  * used = slots, the current span's phantom allocation included), and s is
  * what the page map says for its pages. Owner only. */
 void span_check(span_t *s);
-/* owner_fast for owner h: h unless a slot of s was ever sampled. */
+/* No slot of s holds a sample: never one, or (sampled mode, whose spans
+ * keep births: sample.c) none live now. Only the owner records samples in
+ * its span, so what it reads here stays true until it samples again. */
+static inline bool span_unsampled(span_t *s) {
+  return atomic_load_explicit(&s->prof, memory_order_relaxed) == NULL ||
+         (load_rlx(&s->prof_births) &&
+          atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0);
+}
+/* owner_fast for owner h: h unless a slot of s holds a sample. */
 static inline void span_set_fast(span_t *s, struct heap_s *h) {
-  store_rlx(&s->owner_fast,
-            atomic_load_explicit(&s->prof, memory_order_relaxed) == NULL ? h : NULL);
+  store_rlx(&s->owner_fast, span_unsampled(s) ? h : NULL);
 }
 
 #endif

@@ -92,7 +92,8 @@ typedef struct span_s {
   uint8_t cls;         /* SPAN_SMALL: size class */
   uint16_t arena;      /* index of the arena whose pages these are */
   /* The owning heap while its frees may push with no further look: a
-   * small span that is on its owner's lists and holds no sampled slot.
+   * small span that is on its owner's lists and holds no live sampled
+   * slot (span_unsampled).
    * NULL otherwise (and for every other kind of span). */
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
@@ -134,12 +135,16 @@ typedef struct span_s {
                                    record with bit 0 set has one) */
   uint8_t sample_run;           /* SPAN_LARGE, SPAN_KEPT: the page run of a
                                    sampled small block (sample_run.c) */
+  _Atomic uint16_t prof_live;   /* SPAN_SMALL with prof_births: records that
+                                   may be live (raised before a record is
+                                   written, lowered after it is cleared):
+                                   at 0 the owner's frees are fast again */
   /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
    * the span was sampled. SPAN_LARGE: the block's tctx and size. */
   _Atomic(sample_slot_t *) prof;
   void *large_tctx;
   size_t large_size;
-  uint64_t large_birth; /* nalloc_now_ns() at the sample; 0: not kept */
+  uint64_t large_birth; /* os_stamp() at the sample; 0: not kept */
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
    * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
    * freed by other threads, set with fetch_or, collected by the owner),

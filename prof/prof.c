@@ -67,6 +67,7 @@ void prof_boot(void) {
   if (opt_lg_prof_sample > PROF_LG_MAX) opt_lg_prof_sample = PROF_LG_MAX;
   if (opt_prof_depth < 1) opt_prof_depth = 1;
   if (opt_prof_depth > PROF_DEPTH_MAX) opt_prof_depth = PROF_DEPTH_MAX;
+  os_stamp_boot(); /* the lifetimes' clock */
   atomic_store(&prof_lg_sample, opt_lg_prof_sample);
   atomic_store(&prof_active, opt_prof_active);
   atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
@@ -308,8 +309,7 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
   if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
   if (slow & PROF_SLOW_PEAK) free_peak(tsd, td, t, est);
   if (birth != 0) { /* before the last touch (objects) */
-    uint64_t now = nalloc_now_ns();
-    prof_life_add(t, now > birth ? now - birth : 0);
+    prof_life_add(t, os_stamp_ns(birth, os_stamp()));
   }
   if (atomic_load_explicit(&t->owner, memory_order_relaxed) ==
       (prof_trec_t *)td) {

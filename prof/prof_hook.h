@@ -46,10 +46,11 @@ int64_t prof_next_wait(tsd_t *tsd);
 /* What prof_sample asks of the allocation it sampled (`*how`, which the
  * caller sets to 0 first). */
 enum {
-  PROF_OWN_PAGE = 1, /* a page run of its own: samples are rare (one in
-                        2^16 bytes or fewer), so small spans need never
-                        hold one */
-  PROF_TIMED = 2,    /* keep its birth time (nalloc_now_ns) for the free:
+  PROF_OWN_PAGE = 1, /* samples are rare (one in 2^16 bytes or fewer):
+                        a small block under SAMPLE_SPAN_MIN (4 KiB) gets a
+                        page run of its own, so that its span need not
+                        keep records (alloc/sample.h) */
+  PROF_TIMED = 2,    /* keep its birth time (os_stamp) for the free:
                         the lifetime histogram of sampled mode */
 };
 /* Sets the thread's next countdown; then captures the backtrace (frame
@@ -66,7 +67,7 @@ void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
 void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size);
 /* Subtracts one object of `size` bytes from tctx; any thread may call.
  * `p`: the block (compared with tsd->prof_last: a temporary allocation);
- * `birth`: nalloc_now_ns() when it was allocated, 0 if not kept. */
+ * `birth`: os_stamp() when it was allocated, 0 if not kept. */
 void prof_sample_free(void *tctx, size_t size, const void *p, uint64_t birth);
 /* The calling thread now allocates from arena i (thread.arena). */
 void prof_thread_arena(tsd_t *tsd, unsigned i);

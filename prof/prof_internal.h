@@ -396,13 +396,18 @@ typedef struct prof_tdata_s {
    * and words below sfx.n, a walk's words once its head names a tctx, the
    * walk's scratch), so a tdata is zeroed only up to there: the walk
    * caches are ~170 KB of the ~180 KB, and zeroing all of a reused tdata
-   * cost bench-threads -s 0.2 (prof:true) 32% more instructions. */
+   * cost bench-threads -s 0.2 (prof:true) 32% more instructions. Of the
+   * walk heads before it, only `tctx` is cleared (tdata_create). */
   prof_sfx_t sfx;                   /* dwarf: the last full walk */
   prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
   prof_walk_word_t bt_word[PROF_SFX_WORDS];
   prof_walk_word_t walk_word[PROF_WALKS][PROF_WALK_WORDS]; /* of walks[] */
 } prof_tdata_t;
 #define PROF_TDATA_ZERO offsetof(prof_tdata_t, sfx.f)
+/* tdata_create zeroes around the walk heads, whose tctx alone it clears */
+_Static_assert(offsetof(prof_tdata_t, walk_lru) ==
+                   offsetof(prof_tdata_t, walks) + sizeof(prof_walk_t) * PROF_WALKS,
+               "the walk heads lie between the two zeroed parts");
 
 extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
 
