@@ -303,7 +303,6 @@ _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 #define PROF_WALK_ORDER0 ((uint32_t)0x76543210)
 _Static_assert(PROF_WALK_WAYS == 8, "a set's order is 8 nibbles");
 #define PROF_WALK_WORDS 16
-#define PROF_RET1_N 4 /* call sites whose CFA offset a tdata keeps */
 #define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
 typedef struct {
   uintptr_t addr, val;
@@ -414,9 +413,9 @@ typedef struct prof_tdata_s {
   uint32_t walk_order[1 << PROF_WALK_SETS_LG]; /* per set: PROF_WALK_ORDER0 */
   uint8_t walk_valid[1 << PROF_WALK_SETS_LG];  /* per set: ways that hold a
                                                   walk (bit k: way k) */
-  uintptr_t ret1_pc[PROF_RET1_N];   /* call sites prof_walk_ret1 looked */
-  int32_t ret1_off[PROF_RET1_N];    /* up, and their CFA offsets (0: not
-                                       rsp-based) */
+  uintptr_t ret1_pc;                /* the last call site prof_walk_ret1 */
+  int32_t ret1_off;                 /* looked up, and its CFA offset (0:
+                                       not rsp-based) */
   size_t tab_cap, tab_n;
   /* From sfx.f on, nothing is read before it is written (a record's frames
    * and words below sfx.n, the walk's scratch, a walk record while its
@@ -426,9 +425,6 @@ typedef struct prof_tdata_s {
   prof_sfx_t sfx;                   /* dwarf: the last full walk */
   prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
   prof_walk_word_t bt_word[PROF_SFX_WORDS];
-  /* per set, its ways' keys (prof_walk_find's hash): a set's scan reads
-   * one line, and a record only when its key matches */
-  uint64_t walk_tag[1 << PROF_WALK_SETS_LG][PROF_WALK_WAYS];
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks (walk_valid) */
 } prof_tdata_t;
 #define PROF_TDATA_ZERO offsetof(prof_tdata_t, sfx.f)
@@ -519,20 +515,18 @@ static NALLOC_ALWAYS_INLINE uint64_t prof_cfi_peek(uintptr_t pc);
  * set. */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN uint64_t
 prof_walk_ret1(prof_tdata_t *td, const void *caller, uintptr_t sp) {
-  /* the offsets of the last call sites by address: the rule table's
-   * look-up cost ~25 instructions an allocation, and CPython alternates
-   * between a few wrappers (malloc, calloc, realloc) */
-  unsigned i = ((uintptr_t)caller >> 4) & (PROF_RET1_N - 1);
-  if (unlikely(td->ret1_pc[i] != (uintptr_t)caller)) {
+  if (unlikely(td->ret1_pc != (uintptr_t)caller)) {
+    /* most allocations come from one call site (a wrapper): the last
+     * one's offset saves a look-up in the rule table (~25 instructions) */
     uint64_t r = prof_cfi_peek((uintptr_t)caller);
     if (r == 0) return 0; /* not cached yet: the walk will */
-    td->ret1_pc[i] = (uintptr_t)caller;
-    td->ret1_off[i] = (r & 7) == 1 /* CFI_RSP */ ? (int32_t)(r >> 32) : 0;
+    td->ret1_pc = (uintptr_t)caller;
+    td->ret1_off = (r & 7) == 1 /* CFI_RSP */ ? (int32_t)(r >> 32) : 0;
   }
-  /* the word at sp + off - 8 if it lies in [sp, stk_hi - 8) */
-  uintptr_t off = (uintptr_t)(intptr_t)td->ret1_off[i];
-  if (off - 8 >= td->stk_hi - sp - 8) return 0;
-  return (uint64_t)*(const uintptr_t *)(sp + off - 8) << 17;
+  uintptr_t at = sp + (uintptr_t)(intptr_t)td->ret1_off - 8;
+  if (td->ret1_off == 0 || at < sp || at >= td->stk_hi - 8 || (at & 7))
+    return 0;
+  return (uint64_t)*(const uintptr_t *)at << 17;
 }
 
 /* A recorded walk of this stack, or NULL and in *victim the slot to
@@ -546,13 +540,11 @@ prof_walk_find(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
                 prof_walk_ret1(td, caller, sp)) * 0x9e3779b97f4a7c15ull;
   unsigned set = (unsigned)(h >> (64 - PROF_WALK_SETS_LG));
   prof_walk_t *w = &td->walks[set << PROF_WALK_WAYS_LG];
-  uint64_t *tag = td->walk_tag[set];
   uint32_t ord = td->walk_order[set];
   unsigned valid = td->walk_valid[set];
   for (unsigned j = 0; j < PROF_WALK_WAYS; j++) {
     unsigned k = (ord >> (4 * j)) & 15;
-    if (((valid >> k) & 1) && tag[k] == h &&
-        prof_walk_same(&td->sfx, &w[k], caller, sp, bp)) {
+    if (((valid >> k) & 1) && prof_walk_same(&td->sfx, &w[k], caller, sp, bp)) {
       if (j != 0) { /* k to the front, the ways before it one back */
         uint32_t before = ord & (((uint32_t)1 << (4 * j)) - 1);
         uint32_t after = j == 7 ? 0 : ord >> (4 * (j + 1)) << (4 * (j + 1));
@@ -563,7 +555,6 @@ prof_walk_find(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   }
   unsigned v = ord >> (4 * (PROF_WALK_WAYS - 1));
   td->walk_order[set] = ord << 4 | v;
-  tag[v] = h;
   *victim = &w[v];
   return NULL;
 }
