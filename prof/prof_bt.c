@@ -485,7 +485,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   unsigned from = 0;
   if (nk > PROF_WALK_WORDS) {
     unsigned r = bt_sfx_first_within(s, nk);
-    w->sfx_c = (uint16_t)r;
+    w->sfx_c = r;
     w->sfx_ver = s->ver[r];
     from = s->f[r].wend;
   }
@@ -512,12 +512,7 @@ NALLOC_NOINLINE prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td,
   w->pc = (uintptr_t)caller;
   w->sp = sp;
   w->bp = bp;
-  w->tctx = t;
-  size_t i = (size_t)(w - td->walks);
-  uint8_t bit = (uint8_t)(1u << (i & (PROF_WALK_WAYS - 1)));
-  uint8_t *valid = &td->walk_valid[i >> PROF_WALK_WAYS_LG];
-  *valid = t != NULL && w->nwords != PROF_WALK_NONE ? *valid | bit
-                                                     : *valid & (uint8_t)~bit;
+  w->tctx = w->nwords != PROF_WALK_NONE ? t : NULL;
   tsd->reentrant--; /* after the walk record is whole (a fork child trusts
                        this thread's tdata only while reentrant is 0) */
   return t;
@@ -545,7 +540,7 @@ NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
     t = bt_other(td, caller, frame);
   } else {
     uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-    prof_walk_t *w = NULL; /* set when nothing is found */
+    prof_walk_t *w;
     t = prof_walk_find(td, caller, sp, bp, &w);
     if (t == NULL) t = prof_bt_walk_new(td, caller, sp, bp, w);
   }

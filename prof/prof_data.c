@@ -393,7 +393,7 @@ static void tdata_free_tab(prof_tdata_t *td) {
   td->tab = NULL;
   td->tab_cap = td->tab_n = 0;
   td->last = NULL;
-  memset(td->walk_valid, 0, sizeof td->walk_valid);
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].tctx = NULL;
 }
 
 /* ---- tctx lookup (owner thread only) ------------------------------------ */
@@ -661,8 +661,7 @@ static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
   prof_tdata_t *td = prof_mem_alloc_head(sizeof *td, PM_TDATA, PROF_TDATA_ZERO);
   if (td == NULL) return NULL;
   td->rec.in_tdata = true;
-  for (int i = 0; i < (1 << PROF_WALK_SETS_LG); i++)
-    td->walk_order[i] = PROF_WALK_ORDER0;
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].word = td->walk_word[i];
   td->prng = (uint64_t)(uintptr_t)tsd ^ nalloc_now_ns() ^
              ((uint64_t)getpid() << 32);
   (void)prof_prng_next(&td->prng);
@@ -718,13 +717,13 @@ void prof_tdata_moved(prof_tdata_t *td, unsigned node) {
   if (td->node == node) return;
   td->node = (uint8_t)node;
   td->last = NULL;
-  memset(td->walk_valid, 0, sizeof td->walk_valid);
+  for (int i = 0; i < PROF_WALKS; i++) td->walks[i].tctx = NULL;
 }
 
 /* The owner, after a dump: a tctx with nothing live and nothing allocated
  * since that dump (which wrote its counts) is freed; its counts stay in
- * the gctx. The table is rebuilt without it, `last` forgets it, and the
- * walk cache everything. */
+ * the gctx. The table is rebuilt without it, and the walk cache and
+ * `last` forget it. */
 void prof_tdata_sweep(prof_tdata_t *td) {
   atomic_fetch_and_explicit(&td->attn, (uint8_t)~PROF_ATTN_SWEEP,
                             memory_order_relaxed);
@@ -739,6 +738,8 @@ void prof_tdata_sweep(prof_tdata_t *td) {
             t->dumped &&
         tctx_idle(t)) {
       if (td->last == t) td->last = NULL;
+      for (int i = 0; i < PROF_WALKS; i++)
+        if (td->walks[i].tctx == t) td->walks[i].tctx = NULL;
       tctx_free(t, fold);
       freed++;
     } else {
@@ -755,9 +756,6 @@ void prof_tdata_sweep(prof_tdata_t *td) {
     size_t cap = 64;
     while (cap < 2 * (left + 1)) cap *= 2;
     tab_rebuild(td, cap);
-    /* the walk cache forgets every record rather than look for the freed
-     * tctxs in its 512 (a sweep follows a dump: a few hundred walks) */
-    memset(td->walk_valid, 0, sizeof td->walk_valid);
   }
   nlock_unlock(&prof_tdatas_lock);
 }

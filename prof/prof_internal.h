@@ -282,52 +282,42 @@ _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
  * read, so that the same stack can be recognised by re-reading them.
- * Recorded walks are kept in 64 sets of 8, the least recently used
- * replaced first, by (call site, depth, the return address out of the
- * call site's function): a program whose allocations go through one
- * wrapper (xmalloc, PyMem_RawMalloc) reaches malloc from one call site,
- * and with (call site, depth) alone all its stacks of one depth shared a
- * set. A record keeps at most 16 words, the innermost ones, and counts on
- * the suffix record for the rest (sfx_c below): cc1plus's walks read ~23
- * words, and 512 records of 16 words replay more than 128 of 64 in the
- * same memory. cc1plus walked 1.55M of its 2.6M allocations with 64 sets
- * of 2 records of 64 words keyed by (call site, depth), 0.97M with 8 ways
- * of 16 words, 0.68M with the return address in the key (CPython's
- * test_json: 135k -> 84k). */
+ * Recorded walks are kept by (call site, depth): with 16 sets of two,
+ * which of them collided turned on where the stack starts (the
+ * environment's size): CPython's test_json walked 170k to 486k of its 3.3M
+ * allocations depending on it (callgrind); with 64 sets, 126k (267k with
+ * 16 sets at the same start), cc1plus 1.54M instead of 1.78M. */
 #define PROF_WALK_SETS_LG 6 /* sqlite3 cycles through ~20 stacks a statement:
                                 with 4 sets it walked nearly every one */
-#define PROF_WALK_WAYS_LG 3
-#define PROF_WALK_WAYS (1 << PROF_WALK_WAYS_LG)
-#define PROF_WALKS (PROF_WALK_WAYS << PROF_WALK_SETS_LG)
-/* A set's ways, most recently used first, 4 bits each */
-#define PROF_WALK_ORDER0 ((uint32_t)0x76543210)
-_Static_assert(PROF_WALK_WAYS == 8, "a set's order is 8 nibbles");
-#define PROF_WALK_WORDS 16
+#define PROF_WALKS (2 << PROF_WALK_SETS_LG) /* two ways a set */
+#define PROF_WALK_WORDS 64
 #define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
 typedef struct {
   uintptr_t addr, val;
 } prof_walk_word_t;
 typedef struct {
   uintptr_t pc, sp, bp;
-  struct prof_tctx_s *tctx; /* valid while the set's bit is on */
+  struct prof_tctx_s *tctx; /* NULL: empty */
+  bool bp_in;               /* some rule used the caller's rbp as it was at
+                               the call (else it is not part of the key:
+                               code without frame pointers keeps data in
+                               rbp, different at every call) */
+  unsigned nwords;          /* of word[]: the innermost ones */
   /* A walk that read more than PROF_WALK_WORDS words keeps the innermost
    * ones here and finds the rest in the suffix cache: the words of its
    * frame sfx_c (td->sfx.word[0, f[sfx_c].wend)), while that frame is the
    * one this walk left there (td->sfx.ver[sfx_c] == sfx_ver: a later walk
    * that rewrites it, or any frame further out, gives it a new version).
    * PROF_WALK_NOSFX: word[] holds every word. */
+  unsigned sfx_c;
   uint64_t sfx_ver;
-  unsigned nwords;          /* of word[]: the innermost ones */
-  uint16_t sfx_c;
-  bool bp_in;               /* some rule used the caller's rbp as it was at
-                               the call (else it is not part of the key:
-                               code without frame pointers keeps data in
-                               rbp, different at every call) */
-  /* beside the head that a replay reads first: no pointer to follow, and
-   * nothing here is read before it is written (the set's valid bit) */
-  prof_walk_word_t word[PROF_WALK_WORDS];
+  /* its words: td->walk_word[w - td->walks], apart from the heads so that
+   * a reused tdata needs only its heads zeroed (PROF_TDATA_ZERO); a
+   * pointer (set when the tdata is made), not an index: indexing cost
+   * test_json's replays 8 instructions an allocation */
+  prof_walk_word_t *word;
 } prof_walk_t;
-#define PROF_WALK_NOSFX UINT16_MAX
+#define PROF_WALK_NOSFX ((unsigned)-1)
 
 /* The thread's last full dwarf walk, outermost frame first, kept so that
  * a later walk that reaches one of its frames (same return address, same
@@ -410,22 +400,18 @@ typedef struct prof_tdata_s {
   prof_tctx_t **tab;                /* owner-private (bt, bucket) -> tctx */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
-  uint32_t walk_order[1 << PROF_WALK_SETS_LG]; /* per set: PROF_WALK_ORDER0 */
-  uint8_t walk_valid[1 << PROF_WALK_SETS_LG];  /* per set: ways that hold a
-                                                  walk (bit k: way k) */
-  uintptr_t ret1_pc;                /* the last call site prof_walk_ret1 */
-  int32_t ret1_off;                 /* looked up, and its CFA offset (0:
-                                       not rsp-based) */
+  prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
+  uint8_t walk_lru[PROF_WALKS / 2]; /* per set: the way to replace next */
   size_t tab_cap, tab_n;
   /* From sfx.f on, nothing is read before it is written (a record's frames
-   * and words below sfx.n, the walk's scratch, a walk record while its
-   * bit in walk_valid is off), so a tdata is zeroed only up to there: the
-   * walk caches are ~177 KB of the ~180 KB, and zeroing all of a reused
-   * tdata cost bench-threads -s 0.2 (prof:true) 32% more instructions. */
+   * and words below sfx.n, a walk's words once its head names a tctx, the
+   * walk's scratch), so a tdata is zeroed only up to there: the walk
+   * caches are ~170 KB of the ~180 KB, and zeroing all of a reused tdata
+   * cost bench-threads -s 0.2 (prof:true) 32% more instructions. */
   prof_sfx_t sfx;                   /* dwarf: the last full walk */
   prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
   prof_walk_word_t bt_word[PROF_SFX_WORDS];
-  prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks (walk_valid) */
+  prof_walk_word_t walk_word[PROF_WALKS][PROF_WALK_WORDS]; /* of walks[] */
 } prof_tdata_t;
 #define PROF_TDATA_ZERO offsetof(prof_tdata_t, sfx.f)
 
@@ -506,56 +492,26 @@ prof_walk_same(const prof_sfx_t *s, const prof_walk_t *w, const void *caller,
   return c == PROF_WALK_NOSFX || prof_words_changed(s->word, s->f[c].wend) < 0;
 }
 
-static NALLOC_ALWAYS_INLINE uint64_t prof_cfi_peek(uintptr_t pc);
-/* The return address out of the caller's function, when its cached rule
- * puts it at a fixed offset from sp (else 0): part of a walk's key, so
- * that the stacks that reach malloc through one wrapper at one depth do
- * not all share a set. Only the set depends on it (a record is still
- * checked word by word), so a rule not cached yet costs nothing but a
- * set. */
-static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN uint64_t
-prof_walk_ret1(prof_tdata_t *td, const void *caller, uintptr_t sp) {
-  if (unlikely(td->ret1_pc != (uintptr_t)caller)) {
-    /* most allocations come from one call site (a wrapper): the last
-     * one's offset saves a look-up in the rule table (~25 instructions) */
-    uint64_t r = prof_cfi_peek((uintptr_t)caller);
-    if (r == 0) return 0; /* not cached yet: the walk will */
-    td->ret1_pc = (uintptr_t)caller;
-    td->ret1_off = (r & 7) == 1 /* CFI_RSP */ ? (int32_t)(r >> 32) : 0;
-  }
-  uintptr_t at = sp + (uintptr_t)(intptr_t)td->ret1_off - 8;
-  if (td->ret1_off == 0 || at < sp || at >= td->stk_hi - 8 || (at & 7))
-    return 0;
-  return (uint64_t)*(const uintptr_t *)at << 17;
-}
-
 /* A recorded walk of this stack, or NULL and in *victim the slot to
- * record its walk in (the set's least recently used way, made the most
- * recent). The ways are tried most recently used first: a program that
- * alternates between a few stacks with one key replays them all. */
+ * record its walk in. Walks are kept by (call site, depth) in sets of
+ * two, the one used less recently replaced first: a program that
+ * alternates between two call sites (or one site reached from two
+ * stacks) whose keys share a set replays both (with one slot per key,
+ * CPython's exact profile walked 280,000 of 383,000 stacks, 206,000 of
+ * them for a collision). */
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN prof_tctx_t *
 prof_walk_find(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
                prof_walk_t **victim) {
-  uint64_t h = ((uint64_t)(uintptr_t)caller ^ ((uint64_t)sp << 7) ^
-                prof_walk_ret1(td, caller, sp)) * 0x9e3779b97f4a7c15ull;
+  uint64_t h = ((uint64_t)(uintptr_t)caller ^ ((uint64_t)sp << 7)) * 0x9e3779b97f4a7c15ull;
   unsigned set = (unsigned)(h >> (64 - PROF_WALK_SETS_LG));
-  prof_walk_t *w = &td->walks[set << PROF_WALK_WAYS_LG];
-  uint32_t ord = td->walk_order[set];
-  unsigned valid = td->walk_valid[set];
-  for (unsigned j = 0; j < PROF_WALK_WAYS; j++) {
-    unsigned k = (ord >> (4 * j)) & 15;
-    if (((valid >> k) & 1) && prof_walk_same(&td->sfx, &w[k], caller, sp, bp)) {
-      if (j != 0) { /* k to the front, the ways before it one back */
-        uint32_t before = ord & (((uint32_t)1 << (4 * j)) - 1);
-        uint32_t after = j == 7 ? 0 : ord >> (4 * (j + 1)) << (4 * (j + 1));
-        td->walk_order[set] = after | before << 4 | k;
-      }
+  prof_walk_t *w = &td->walks[2 * set];
+  for (unsigned k = 0; k < 2; k++)
+    if (w[k].tctx != NULL && prof_walk_same(&td->sfx, &w[k], caller, sp, bp)) {
+      td->walk_lru[set] = (uint8_t)(k ^ 1);
       return w[k].tctx;
     }
-  }
-  unsigned v = ord >> (4 * (PROF_WALK_WAYS - 1));
-  td->walk_order[set] = ord << 4 | v;
-  *victim = &w[v];
+  *victim = &w[td->walk_lru[set]];
+  td->walk_lru[set] ^= 1;
   return NULL;
 }
 
@@ -588,7 +544,7 @@ prof_bt_tctx(prof_tdata_t *td, const void *caller, const void *frame) {
              fp < td->stk_hi) &&
       prof_entry_frame(fp, td->stk_hi, caller, 1, &fp)) {
     uintptr_t sp = fp + 16, bp = ((uintptr_t *)fp)[0];
-    prof_walk_t *w = NULL; /* set when nothing is found */
+    prof_walk_t *w;
     prof_tctx_t *t = prof_walk_find(td, caller, sp, bp, &w);
     return t != NULL ? t : prof_bt_walk_new(td, caller, sp, bp, w);
   }
@@ -635,19 +591,6 @@ static NALLOC_ALWAYS_INLINE uint64_t prof_cfi_rule(uintptr_t pc) {
     }
   }
   return prof_cfi_miss(pc);
-}
-/* The cached rule of pc, or 0 if none is cached yet (never the loader). */
-static NALLOC_ALWAYS_INLINE uint64_t prof_cfi_peek(uintptr_t pc) {
-  prof_cfi_tab_t *t = atomic_load_explicit(&prof_cfi_tab, memory_order_acquire);
-  if (likely(t != NULL)) {
-    for (size_t i = prof_cfi_hash(pc) & t->mask;; i = (i + 1) & t->mask) {
-      uintptr_t k = atomic_load_explicit(&t->slot[i].key, memory_order_acquire);
-      if (likely(k == pc))
-        return atomic_load_explicit(&t->slot[i].rule, memory_order_relaxed);
-      if (k == 0) break;
-    }
-  }
-  return 0;
 }
 /* Around the profiler's calls into the loader (dl_iterate_phdr, directly
  * or through libunwind): fork waits for them (prof_cfi.c). */
