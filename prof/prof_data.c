@@ -50,8 +50,10 @@ static inline uint64_t key_mix(unsigned bkt, unsigned node) {
 static inline bool bt_same(const prof_gctx_t *g, void *const *pcs, unsigned n) {
   if (g->nframes != n) return false;
   unsigned k = n < PROF_LEAF ? n : PROF_LEAF;
-  return memcmp(g->pcs, pcs, k * sizeof *pcs) == 0 &&
-         (n == k || memcmp(g->tail->pcs, pcs + k, (n - k) * sizeof *pcs) == 0);
+  if (memcmp(g->pcs, pcs, k * sizeof *pcs) != 0) return false;
+  for (const prof_tail_t *t = g->tail; t != NULL; k += t->n, t = t->up)
+    if (memcmp(t->pcs, pcs + k, t->n * sizeof *pcs) != 0) return false;
+  return true;
 }
 
 static size_t gctx_size(unsigned n) {
@@ -82,25 +84,38 @@ static void tail_tab_grow(void) {
   tail_cap = ncap;
 }
 
+static void tail_put(prof_tail_t *t);
+
 /* The shared tail with these frames, one more reference (NULL: out of
- * memory). */
+ * memory): its first chunk, whose `up` holds the rest. */
 static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
-  uint64_t h = bt_hash(pcs, n);
+  unsigned k = n < PROF_TAIL_CHUNK ? n : PROF_TAIL_CHUNK;
+  prof_tail_t *up = NULL;
+  if (n > k && (up = tail_get(pcs + k, n - k)) == NULL) return NULL;
+  uint64_t h = bt_hash(pcs, k) ^ (uint64_t)(uintptr_t)up * 0x9fb21c651e98df25ull;
   if (tail_n >= tail_cap) tail_tab_grow();
-  if (tail_tab == NULL) return NULL;
+  if (tail_tab == NULL) {
+    tail_put(up);
+    return NULL;
+  }
   prof_tail_t **head = &tail_tab[h & (tail_cap - 1)];
   for (prof_tail_t *t = *head; t; t = t->next_hash)
-    if (t->hash == h && t->n == n &&
-        memcmp(t->pcs, pcs, n * sizeof(void *)) == 0) {
+    if (t->hash == h && t->n == k && t->up == up &&
+        memcmp(t->pcs, pcs, k * sizeof(void *)) == 0) {
       t->nref++;
+      if (up != NULL) up->nref--; /* t holds its own (so it stays above 0) */
       return t;
     }
-  prof_tail_t *t = prof_mem_alloc(tail_size(n), PM_GCTX);
-  if (t == NULL) return NULL;
+  prof_tail_t *t = prof_mem_alloc(tail_size(k), PM_GCTX);
+  if (t == NULL) {
+    tail_put(up);
+    return NULL;
+  }
   t->hash = h;
-  t->n = n;
+  t->n = k;
+  t->up = up; /* takes the reference tail_get gave */
   t->nref = 1;
-  memcpy(t->pcs, pcs, n * sizeof(void *));
+  memcpy(t->pcs, pcs, k * sizeof(void *));
   t->next_hash = *head;
   *head = t;
   tail_n++;
@@ -108,12 +123,15 @@ static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
 }
 
 static void tail_put(prof_tail_t *t) {
-  if (t == NULL || --t->nref > 0) return;
-  prof_tail_t **pp = &tail_tab[t->hash & (tail_cap - 1)];
-  while (*pp != t) pp = &(*pp)->next_hash;
-  *pp = t->next_hash;
-  tail_n--;
-  prof_mem_free(t, tail_size(t->n), PM_GCTX);
+  while (t != NULL && --t->nref == 0) {
+    prof_tail_t **pp = &tail_tab[t->hash & (tail_cap - 1)];
+    while (*pp != t) pp = &(*pp)->next_hash;
+    *pp = t->next_hash;
+    tail_n--;
+    prof_tail_t *up = t->up;
+    prof_mem_free(t, tail_size(t->n), PM_GCTX);
+    t = up;
+  }
 }
 
 /* ---- gctx --------------------------------------------------------------- */
