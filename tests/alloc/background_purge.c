@@ -40,14 +40,6 @@
 #define MIB ((size_t)1 << 20)
 #define RSS_CHECKED (!CHECK_ASAN && !CHECK_TSAN)
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long size = 0, res = 0;
-  CHECK(f != NULL && fscanf(f, "%ld %ld", &size, &res) == 2);
-  fclose(f);
-  return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static long minflt(void) {
   struct rusage ru;
   CHECK(getrusage(RUSAGE_SELF, &ru) == 0);

@@ -280,6 +280,15 @@ CHECK_UNUSED static size_t status_kib(const char *key) {
   return v;
 }
 
+/* The resident set in KiB (/proc/self/statm). */
+CHECK_UNUSED static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, res = 0;
+  CHECK(f != NULL && fscanf(f, "%ld %ld", &size, &res) == 2);
+  fclose(f);
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* Resets VmHWM to the current RSS; false where the kernel does not allow it. */
 CHECK_UNUSED static bool hwm_reset(void) {
   FILE *f = fopen("/proc/self/clear_refs", "w");

@@ -74,14 +74,6 @@ static void run_waves(bool outstanding) {
   free(keep);
 }
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long size = 0, res = 0;
-  CHECK(f != NULL && fscanf(f, "%ld %ld", &size, &res) == 2);
-  fclose(f);
-  return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0) {
