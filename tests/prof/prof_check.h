@@ -208,6 +208,17 @@ static inline void pc_free(pc_prof_t *P) {
   free(P->x);
 }
 
+/* Dumps a profile now (prof.dump) to "<tag>.<pid>.heap", reads it and
+ * removes the file. */
+static inline pc_prof_t pc_dump_load(const char *tag) {
+  char path[256];
+  snprintf(path, sizeof path, "%s.%d.heap", tag, (int)getpid());
+  CHECK(ctl_dump(path) == 0);
+  pc_prof_t P = pc_load(path);
+  unlink(path);
+  return P;
+}
+
 /* Lowest start address of `exe` in a maps listing (a file or /proc). */
 static inline uintptr_t pc_exe_base(const char *maps, const char *exe) {
   FILE *f = fopen(maps, "r");

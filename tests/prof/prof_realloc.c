@@ -14,12 +14,9 @@ NOINL void f5(void) { q = t_realloc(q, 0); __asm__ volatile(""); }
 NOINL void f6(void) { p = t_realloc(p, 11); __asm__ volatile(""); }
 
 static pc_prof_t dump(int step) {
-  char path[256];
-  snprintf(path, sizeof path, "prof_realloc.%d.%d.heap", (int)getpid(), step);
-  CHECK(ctl_dump(path) == 0);
-  pc_prof_t P = pc_load(path);
-  unlink(path);
-  return P;
+  char tag[64];
+  snprintf(tag, sizeof tag, "prof_realloc.%d", step);
+  return pc_dump_load(tag);
 }
 
 #define EXPECT(P, fn, n_, b_, an_, ab_)   \

@@ -31,11 +31,7 @@ int main(int argc, char **argv) {
   bool exact = argc > 1 && strcmp(argv[1], "exact") == 0;
   grow_start();
   grow_loop();
-  char path[256];
-  snprintf(path, sizeof path, "prof_realloc_grow.%d.heap", (int)getpid());
-  CHECK(ctl_dump(path) == 0);
-  pc_prof_t P = pc_load(path);
-  unlink(path);
+  pc_prof_t P = pc_dump_load("prof_realloc_grow");
   pc_sum_t s = pc_sum(&P, "grow_loop", "main");
   double objs = N, bytes = 0, vo = 0, vb = 0, R = (double)P.rate;
   for (unsigned i = 0; i < N; i++) bytes += LO + (i * 7 + 3) % SPAN;

@@ -57,11 +57,7 @@ int main(int argc, char **argv) {
   bool exact = argc > 1 && strcmp(argv[1], "exact") == 0;
   grow_start();
   grow_loop();
-  char path[256];
-  snprintf(path, sizeof path, "prof_realloc_here.%d.heap", (int)getpid());
-  CHECK(ctl_dump(path) == 0);
-  pc_prof_t P = pc_load(path);
-  unlink(path);
+  pc_prof_t P = pc_dump_load("prof_realloc_here");
   pc_sum_t st = pc_sum(&P, "grow_start", "main");
   pc_sum_t s = pc_sum(&P, "grow_loop", "main");
   printf("%u reallocs that did not fit\n", moved);
