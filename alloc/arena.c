@@ -82,8 +82,9 @@ static void arena_note_parked(arena_t *a) {
   nlock_lock(&a->heap_lock);
   if (due < a->decay_next_ns) a->decay_next_ns = due;
   size_t npages = a->npages_dirty + a->npages_muzzy;
+  due = a->decay_next_ns;
   nlock_unlock(&a->heap_lock);
-  background_note_dirty(npages);
+  background_note_dirty(npages, due);
 }
 
 static void abandoned_link(arena_t *a, span_t *s) {

@@ -42,12 +42,29 @@ bool opt_background_thread = true;
 
 enum { BG_OFF, BG_ARMED, BG_WANTED, BG_STARTING, BG_RUNNING };
 static _Atomic int bg_state = BG_OFF;
-/* Futex word: 1 while the thread waits for free pages to exist. */
-static _Atomic uint32_t bg_idle;
+/* The thread sleeps until bg_wake_ns (UINT64_MAX: until woken) on the
+ * futex word bg_seq; a decay that falls due earlier (a free, a parked
+ * span) bumps the word and wakes it. */
+static _Atomic uint32_t bg_seq;
+static _Atomic uint64_t bg_wake_ns = UINT64_MAX;
 static _Atomic uint64_t bg_runs; /* wake-ups that walked the arenas */
 
-static void bg_futex(_Atomic uint32_t *w, int op, uint32_t val) {
-  syscall(SYS_futex, (uint32_t *)w, op, val, NULL, NULL, 0);
+/* Sleeps while bg_seq is seq, until `until` (CLOCK_MONOTONIC ns;
+ * UINT64_MAX: no limit). */
+static void bg_sleep(uint32_t seq, uint64_t until) {
+  struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+  syscall(SYS_futex, (uint32_t *)&bg_seq, FUTEX_WAIT_BITSET_PRIVATE, seq,
+          until == UINT64_MAX ? NULL : &ts, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+/* The earliest stage change due in any arena. */
+static uint64_t bg_next_due(void) {
+  uint64_t next = UINT64_MAX;
+  FOR_EACH_ARENA(a) {
+    uint64_t n = arena_decay_next(a);
+    if (n < next) next = n;
+  }
+  return next;
 }
 
 /* Decays every arena; when the next stage change is due (UINT64_MAX:
@@ -72,25 +89,22 @@ const conf_table_t background_conf_table = {background_conf_rows,
 static void *background_main(void *arg) {
   (void)arg;
   prctl(PR_SET_NAME, "nalloc-decay"); /* one call (naming it from outside opens /proc) */
+  uint64_t next = bg_decay_all();
   for (;;) {
-    uint64_t next = bg_decay_all();
-    if (next == UINT64_MAX) {
-      /* Idle until a free makes pages to decay. The flag is set before the
-       * arenas are looked at again, and a free sets its arena's next time
-       * before it reads the flag (both sequentially consistent): either
-       * this look sees the free or the free sees the flag and wakes us. */
-      atomic_store(&bg_idle, 1);
-      bool any = false;
-      FOR_EACH_ARENA(a) any |= arena_decay_next(a) != UINT64_MAX;
-      if (!any) bg_futex(&bg_idle, FUTEX_WAIT_PRIVATE, 1);
-      atomic_store(&bg_idle, 0);
-      continue;
+    /* Publish the wake-up time, then look again: a free that set an
+     * earlier time before this store is seen here, one after it sees the
+     * store and bumps bg_seq (both sequentially consistent). */
+    uint32_t seq = atomic_load(&bg_seq);
+    atomic_store(&bg_wake_ns, next);
+    uint64_t due = bg_next_due();
+    if (due >= next) {
+      uint64_t min = nalloc_now_ns() + 1000000u; /* never spin */
+      bg_sleep(seq, next < min ? min : next);
+      due = bg_next_due();
     }
-    uint64_t now = nalloc_now_ns(), min = now + 1000000u; /* never spin */
-    if (next < min) next = min;
-    struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
+    /* woken early (a free, a parked span): walk only when something is
+     * due, so that a parked span waits its time for the next thread */
+    next = nalloc_now_ns() >= due ? bg_decay_all() : due;
   }
   return NULL;
 }
@@ -100,11 +114,14 @@ void background_start(void) {
   atomic_store_explicit(&bg_state, BG_ARMED, memory_order_relaxed);
 }
 
-void background_note_dirty(size_t npages) {
+void background_note_dirty(size_t npages, uint64_t due) {
   int st = atomic_load_explicit(&bg_state, memory_order_relaxed);
   if (st == BG_RUNNING) {
-    if (atomic_load(&bg_idle) == 1 && atomic_exchange(&bg_idle, 0) == 1)
-      bg_futex(&bg_idle, FUTEX_WAKE_PRIVATE, 1);
+    if (due < atomic_load(&bg_wake_ns)) {
+      atomic_store(&bg_wake_ns, due); /* one wake for the frees that follow */
+      atomic_fetch_add(&bg_seq, 1);
+      syscall(SYS_futex, (uint32_t *)&bg_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
   } else if (st == BG_ARMED && npages * PAGE >= BACKGROUND_START_BYTES) {
     atomic_compare_exchange_strong(&bg_state, &st, BG_WANTED);
   }
@@ -159,5 +176,5 @@ uint64_t background_nruns(void) {
  * a decay thread: its decay runs when it calls nalloc. */
 void background_postfork_child(void) {
   atomic_store_explicit(&bg_state, BG_OFF, memory_order_relaxed);
-  atomic_store_explicit(&bg_idle, 0, memory_order_relaxed);
+  atomic_store_explicit(&bg_wake_ns, UINT64_MAX, memory_order_relaxed);
 }

@@ -9,10 +9,11 @@ extern const conf_table_t background_conf_table;
 /* From the library constructor: arms the thread if the option is on (it
  * starts once there are free pages to decay). */
 void background_start(void);
-/* An arena now holds npages decaying pages (called by the page heap, under
- * its lock: never allocates): asks for the thread to be started, or wakes
- * it if it waits for work. */
-void background_note_dirty(size_t npages);
+/* An arena now holds npages decaying pages and its next decay is due at
+ * `due` (CLOCK_MONOTONIC ns; called by the page heap, under its lock:
+ * never allocates): asks for the thread to be started, or wakes it if it
+ * sleeps past `due`. */
+void background_note_dirty(size_t npages, uint64_t due);
 /* An arena has mapped this many bytes (page heap, under its lock). */
 void background_note_mapped(size_t bytes);
 /* Starts the thread if it was asked for. Call with no nalloc lock held,

@@ -429,6 +429,23 @@ static void heap_decay(arena_t *a, uint64_t now, bool all) {
   a->decay_next_ns = next == UINT64_MAX ? UINT64_MAX : next > now + t.gap ? next : now + t.gap;
 }
 
+/* Free run s takes in the resident pages of o, a neighbour it merges
+ * with: its age becomes the page-weighted mean of both, so that a few
+ * pages freed now do not restart the clock of a large run freed long ago
+ * (a thread's last spans reaped after its big ones went back would keep
+ * them all resident for another dirty_decay_ms). */
+static void run_merge_age(span_t *s, const span_t *o) {
+  if (!o->dirty || o->nres == 0) return;
+  uint64_t a = s->dirty ? s->nres : 0, b = o->nres;
+  if (a == 0) {
+    s->dirty_since = o->dirty_since;
+  } else if (o->dirty_since < s->dirty_since) {
+    s->dirty_since -= (s->dirty_since - o->dirty_since) * b / (a + b);
+  } else {
+    s->dirty_since += (o->dirty_since - s->dirty_since) * b / (a + b);
+  }
+}
+
 /* Merges free run s with the free run that ends where it starts and the
  * one that starts where it ends, inside s's mapping. Page-map invariant: a
  * page has an entry only if it is an end of a free run or large block, or
@@ -440,6 +457,7 @@ static void run_coalesce(arena_t *a, span_t *s) {
     pagemap_set((void *)(s->start - PAGE), NULL); /* the junction is interior */
     pagemap_set((void *)s->start, NULL);
     run_account(a, l, false); /* its resident pages join s's stage: dirty */
+    run_merge_age(s, l);
     if (l->dirty) {
       a->npages_dirty += l->nres;
       s->nres += l->nres;
@@ -455,6 +473,7 @@ static void run_coalesce(arena_t *a, span_t *s) {
     pagemap_set((void *)(end - PAGE), NULL);
     pagemap_set((void *)end, NULL);
     run_account(a, r, false);
+    run_merge_age(s, r);
     if (r->dirty) {
       a->npages_dirty += r->nres;
       s->nres += r->nres;
@@ -489,7 +508,7 @@ void pheap_free(arena_t *a, const pages_t *pg) {
   uint64_t due = now + (t.muzzy < t.clean ? t.muzzy : t.clean);
   if (due < a->decay_next_ns) a->decay_next_ns = due;
   heap_decay(a, now, false);
-  background_note_dirty(a->npages_dirty + a->npages_muzzy);
+  background_note_dirty(a->npages_dirty + a->npages_muzzy, a->decay_next_ns);
 }
 
 size_t pheap_purge(arena_t *a, bool all) {

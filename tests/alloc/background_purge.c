@@ -19,6 +19,22 @@
  *   trim     free pages, muzzy ones among them: malloc_trim(0) returns
  *            every one at once (stats.dirty = stats.muzzy = 0, the RSS
  *            falls).
+ *   age      (background_thread:false, dirty_decay_ms:1000) pages freed
+ *            a few at a time go back on the age of the bulk: a block of
+ *            40 MiB, written, shrunk in place to 2 MiB at t0 (38 MiB of
+ *            free pages), then at t0 + 0.7 d to 1 MiB (one more MiB, next
+ *            to the 38). The merged run is as old as its pages on average,
+ *            so at t0 + d + d/16 (past the release age and the gap between
+ *            decay walks) decay has given it back. When a merge took the
+ *            age of its newest pages, all 39 MiB stayed 0.7 d longer.
+ *   wake     (background_thread:true, dirty_decay_ms:8000) the decay
+ *            thread wakes for a decay due before the time it sleeps until:
+ *            freed memory makes it sleep until that memory goes muzzy
+ *            (3.5 s: d - d/2 - d/16); then a thread exits and parks an
+ *            empty span, whose reap is due within d/16 (0.5 s). The
+ *            thread must walk the arenas again long before the 3.5 s
+ *            (it used to sleep through, and the parked span's pages,
+ *            reaped late, stayed resident past dirty_decay_ms).
  *   fork     8 threads allocate and free large and small blocks while the
  *            main thread forks 4 children that do the same and wait for
  *            their decay (driven by their calls: a child starts no decay
@@ -199,6 +215,81 @@ static void mode_trim(void) {
   printf("trim: dirty + muzzy %zu bytes -> 0; resident %ld -> %ld KiB\n", d, rss_freed, rss);
 }
 
+static double mono_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void sleep_until(double t) {
+  double now = mono_s();
+  if (t > now) sleep_ms((long)((t - now) * 1000) + 1);
+}
+
+static void mode_age(void) {
+  double d = (double)opt_ssize("opt.dirty_decay_ms") / 1000;
+  A_MALLOC_TRIM(0); /* no free pages but ours from here on */
+  char *p = A_MALLOC(40 * MIB);
+  CHECK(p != NULL);
+  memset(p, 0x5a, 40 * MIB);
+  double t0 = mono_s();
+  CHECK(A_REALLOC(p, 2 * MIB) == p);
+  size_t bulk = decaying();
+  CHECKF(bulk >= 38 * MIB, "shrinking to 2 MiB freed only %zu bytes", bulk);
+  sleep_until(t0 + 0.7 * d);
+  CHECK(A_REALLOC(p, MIB) == p);
+  size_t merged = decaying();
+  CHECKF(merged >= 39 * MIB, "shrinking to 1 MiB: %zu bytes free", merged);
+  sleep_until(t0 + d + d / 16 + 0.02);
+  size_t left = decaying();
+  printf("age: free pages %zu MiB at t0, %zu at 0.7 d, %zu KiB at d + d/16\n", bulk / MIB,
+         merged / MIB, left / 1024);
+  CHECKF(left < MIB, "%zu bytes still dirty or muzzy %.2f s after the bulk was freed", left,
+         mono_s() - t0);
+  A_FREE(p);
+}
+
+static uint64_t bg_runs(void) {
+  uint64_t n = 0;
+  size_t len = sizeof n;
+  ctl_refresh();
+  CHECK_CTL("stats.background_thread.num_runs", &n, &len, NULL, 0);
+  return n;
+}
+
+static void *park_one(void *arg) {
+  (void)arg;
+  void *q = A_MALLOC(48); /* a class the main thread's flush parked none of */
+  CHECK(q != NULL);
+  A_FREE(q);
+  return NULL; /* at exit: the class's empty span is parked */
+}
+
+static void mode_wake(void) {
+  double d = (double)opt_ssize("opt.dirty_decay_ms") / 1000;
+  fill();
+  release();
+  double t0 = mono_s();
+  for (int i = 0; i < 100 && bg_threads() == 0; i++) sleep_ms(20);
+  CHECKF(bg_threads() == 1, "the decay thread did not start");
+  sleep_until(t0 + d / 8); /* past the walk that reaps release()'s parked spans */
+  uint64_t r0 = bg_runs();
+  double tp = mono_s();
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, park_one, NULL) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  uint64_t r = r0;
+  while (r == r0 && mono_s() < tp + d * 3 / 16) {
+    sleep_ms(20);
+    r = bg_runs();
+  }
+  printf("wake: parked at %.2f s, decay walks %llu -> %llu by %.2f s (the freed memory's "
+         "muzzy stage at %.2f s)\n",
+         tp - t0, (unsigned long long)r0, (unsigned long long)r, mono_s() - t0,
+         d - d / 2 - d / 16);
+  CHECKF(r > r0, "the decay thread slept through a span parked %.2f s ago", mono_s() - tp);
+}
+
 /* ---- many threads and fork ---- */
 static _Atomic bool stop;
 
@@ -266,6 +357,8 @@ int main(int argc, char **argv) {
   else if (strcmp(m, "poll") == 0) mode_idle(false);
   else if (strcmp(m, "reuse") == 0) mode_reuse();
   else if (strcmp(m, "trim") == 0) mode_trim();
+  else if (strcmp(m, "age") == 0) mode_age();
+  else if (strcmp(m, "wake") == 0) mode_wake();
   else if (strcmp(m, "fork") == 0) mode_fork();
   else CHECKF(false, "unknown mode %s", m);
   return 0;
