@@ -503,9 +503,10 @@ void pheap_free(arena_t *a, const pages_t *pg) {
     return;
   }
   if (opt_dirty_decay_ms < 0) return;
-  /* s's first stage change is the earliest one its merge can bring */
+  /* s's first stage change is the earliest one its merge can bring (its
+   * age is its pages' mean: it may be due already) */
   decay_times_t t = decay_times();
-  uint64_t due = now + (t.muzzy < t.clean ? t.muzzy : t.clean);
+  uint64_t due = s->dirty_since + (t.muzzy < t.clean ? t.muzzy : t.clean);
   if (due < a->decay_next_ns) a->decay_next_ns = due;
   heap_decay(a, now, false);
   background_note_dirty(a->npages_dirty + a->npages_muzzy, a->decay_next_ns);
