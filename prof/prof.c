@@ -188,7 +188,8 @@ static void *sample_slow_busy(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
   int64_t est = sample_counts(t, size, v);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_PEAK) prof_peak_cow(t);
-  for (int i = 0; i < C_N; i++) OWN_ADD(t->alloc[i], v[i]);
+  _Atomic uint64_t *a = prof_tctx_cnt(t, PC_ALLOC);
+  for (unsigned i = 0, nc = prof_tctx_nc(t); i < nc; i++) OWN_ADD(a[i], v[i]);
   *how = (t->lg >= 16 ? PROF_OWN_PAGE : 0) | (t->lg != 0 ? PROF_TIMED : 0);
   if (slow & PROF_SLOW_PEAK) {
     td->pk_d += est;
@@ -229,8 +230,8 @@ NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   if (unlikely(t->lg != 0 || (slow & ~(unsigned)PROF_SLOW_PEAK) != 0))
     return sample_slow(tsd, td, t, size, how);
   if (unlikely(slow)) prof_peak_cow(t);
-  OWN_ADD(t->alloc[C_OBJS], 1);
-  OWN_ADD(t->alloc[C_BYTES], size);
+  OWN_ADD(prof_tctx_xcnt(t, PC_ALLOC)[C_OBJS], 1);
+  OWN_ADD(prof_tctx_xcnt(t, PC_ALLOC)[C_BYTES], size);
   if (unlikely(slow)) {
     td->pk_d += (int64_t)size;
     if (unlikely(td->pk_d > td->pk_hi)) prof_peak_rise(td);
@@ -248,7 +249,8 @@ void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
   }
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);
-  for (int i = C_N - 1; i >= 0; i--) OWN_ADD(t->alloc[i], -v[i]);
+  _Atomic uint64_t *a = prof_tctx_cnt(t, PC_ALLOC);
+  for (int i = (int)prof_tctx_nc(t) - 1; i >= 0; i--) OWN_ADD(a[i], -v[i]);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_PEAK) td->pk_d -= est; /* it never existed */
   if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
@@ -277,13 +279,16 @@ static void free_remote(prof_tctx_t *t, const uint64_t v[C_N]) {
   bool dead = atomic_load_explicit(&t->dead, memory_order_acquire);
   uint64_t lim = 0;
   if (dead)
-    lim = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed) -
-          atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
-  for (int i = C_N - 1; i > C_OBJS; i--)
+    lim = atomic_load_explicit(&prof_tctx_cnt(t, PC_ALLOC)[C_OBJS],
+                               memory_order_relaxed) -
+          atomic_load_explicit(&prof_tctx_cnt(t, PC_FREED)[C_OBJS],
+                               memory_order_relaxed);
+  _Atomic uint64_t *r = prof_tctx_cnt(t, PC_REMOTE);
+  for (int i = (int)prof_tctx_nc(t) - 1; i > C_OBJS; i--)
     if (v[i] != 0) /* exact mode has no unbiased counts to add */
-      atomic_fetch_add_explicit(&t->remote[i], v[i], memory_order_release);
+      atomic_fetch_add_explicit(&r[i], v[i], memory_order_release);
   uint64_t old =
-      atomic_fetch_add_explicit(&t->remote[C_OBJS], 1, memory_order_release);
+      atomic_fetch_add_explicit(&r[C_OBJS], 1, memory_order_release);
   if (dead && old + 1 == lim) prof_dead_zeroed();
 }
 
@@ -314,7 +319,8 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
   if (atomic_load_explicit(&t->owner, memory_order_relaxed) ==
       (prof_trec_t *)td) {
     if (t->lg == 0) free_temp(tsd, t, p);
-    for (int i = C_N - 1; i >= 0; i--) OWN_ADD(t->freed[i], v[i]);
+    _Atomic uint64_t *f = prof_tctx_cnt(t, PC_FREED);
+    for (int i = (int)prof_tctx_nc(t) - 1; i >= 0; i--) OWN_ADD(f[i], v[i]);
     return;
   }
   free_remote(t, v);
@@ -329,8 +335,8 @@ static NALLOC_NOINLINE void free_own_peak(tsd_t *tsd, prof_tdata_t *td,
   if (td->pk_d < td->pk_lo) prof_peak_fall(td, (int64_t)size);
   prof_peak_cow(t);
   free_temp(tsd, t, p);
-  OWN_ADD(t->freed[C_BYTES], size);
-  OWN_ADD(t->freed[C_OBJS], 1);
+  OWN_ADD(prof_tctx_xcnt(t, PC_FREED)[C_BYTES], size);
+  OWN_ADD(prof_tctx_xcnt(t, PC_FREED)[C_OBJS], 1);
 }
 
 void prof_sample_free(void *tctx, size_t size, const void *p, uint64_t birth) {
@@ -352,8 +358,8 @@ void prof_sample_free(void *tctx, size_t size, const void *p, uint64_t birth) {
       }
     }
     free_temp(tsd, t, p);
-    OWN_ADD(t->freed[C_BYTES], size);
-    OWN_ADD(t->freed[C_OBJS], 1);
+    OWN_ADD(prof_tctx_xcnt(t, PC_FREED)[C_BYTES], size);
+    OWN_ADD(prof_tctx_xcnt(t, PC_FREED)[C_OBJS], 1);
     return;
   }
   sample_free_slow(tsd, td, t, size, p, birth);

@@ -87,9 +87,10 @@ static void tail_tab_grow(void) {
 static void tail_put(prof_tail_t *t);
 
 /* The shared tail with these frames, one more reference (NULL: out of
- * memory): its first chunk, whose `up` holds the rest. */
+ * memory): its first chunk, whose `up` holds the rest in whole chunks
+ * (chunks are counted from the outermost frame: see prof_tail_t). */
 static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
-  unsigned k = n < PROF_TAIL_CHUNK ? n : PROF_TAIL_CHUNK;
+  unsigned k = n - (n - 1) / PROF_TAIL_CHUNK * PROF_TAIL_CHUNK;
   prof_tail_t *up = NULL;
   if (n > k && (up = tail_get(pcs + k, n - k)) == NULL) return NULL;
   uint64_t h = bt_hash(pcs, k) ^ (uint64_t)(uintptr_t)up * 0x9fb21c651e98df25ull;
@@ -277,12 +278,16 @@ void prof_gctx_reap_locked(void) {
  * clamp below keeps a racing snapshot from going negative. */
 void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
   uint64_t r[C_N];
-  for (int i = 0; i < C_N; i++)
-    r[i] = atomic_load_explicit(&t->remote[i], memory_order_acquire);
+  unsigned nc = prof_tctx_nc(t);
+  _Atomic uint64_t *ra = prof_tctx_cnt(t, PC_REMOTE),
+                   *fa = prof_tctx_cnt(t, PC_FREED),
+                   *aa = prof_tctx_cnt(t, PC_ALLOC);
+  for (unsigned i = 0; i < nc; i++)
+    r[i] = atomic_load_explicit(&ra[i], memory_order_acquire);
   atomic_thread_fence(memory_order_acquire);
-  for (int i = 0; i < C_N; i++) {
-    uint64_t f = atomic_load_explicit(&t->freed[i], memory_order_relaxed) + r[i];
-    uint64_t a = atomic_load_explicit(&t->alloc[i], memory_order_relaxed);
+  for (unsigned i = 0; i < nc; i++) {
+    uint64_t f = atomic_load_explicit(&fa[i], memory_order_relaxed) + r[i];
+    uint64_t a = atomic_load_explicit(&aa[i], memory_order_relaxed);
     cur->v[i] = a > f ? a - f : 0;
     if (acc) acc->v[i] = a;
   }
@@ -300,9 +305,12 @@ void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
 
 /* Live objects of t: the remote frees first (see prof_tctx_read). */
 static uint64_t tctx_live(prof_tctx_t *t) {
-  uint64_t f = atomic_load_explicit(&t->remote[C_OBJS], memory_order_acquire);
-  f += atomic_load_explicit(&t->freed[C_OBJS], memory_order_relaxed);
-  uint64_t a = atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed);
+  uint64_t f = atomic_load_explicit(&prof_tctx_cnt(t, PC_REMOTE)[C_OBJS],
+                                    memory_order_acquire);
+  f += atomic_load_explicit(&prof_tctx_cnt(t, PC_FREED)[C_OBJS],
+                            memory_order_relaxed);
+  uint64_t a = atomic_load_explicit(&prof_tctx_cnt(t, PC_ALLOC)[C_OBJS],
+                                    memory_order_relaxed);
   return a > f ? a - f : 0;
 }
 
@@ -334,10 +342,10 @@ static void tctx_fold(prof_tctx_t *t, bool shown) {
  * (not after prof.reset, which forgot them). */
 static void tctx_free(prof_tctx_t *t, bool fold) {
   if (fold)
-    tctx_fold(t, atomic_load_explicit(&t->alloc[C_OBJS],
+    tctx_fold(t, atomic_load_explicit(&prof_tctx_cnt(t, PC_ALLOC)[C_OBJS],
                                       memory_order_relaxed) == t->dumped);
   gctx_unref(t->gctx);
-  prof_mem_free(t, sizeof *t, PM_TCTX);
+  prof_mem_free(t, prof_tctx_size(t->lg), PM_TCTX);
   atomic_fetch_sub_explicit(&prof_ntctx_total, 1, memory_order_relaxed);
 }
 
@@ -400,7 +408,7 @@ static void tdata_free_tab(prof_tdata_t *td) {
 
 static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
                              unsigned bkt) {
-  prof_tctx_t *t = prof_mem_alloc(sizeof *t, PM_TCTX);
+  prof_tctx_t *t = prof_mem_alloc(prof_tctx_size(td->lg), PM_TCTX);
   if (t == NULL) {
     gctx_unref(g);
     return NULL;
@@ -746,7 +754,8 @@ void prof_tdata_sweep(prof_tdata_t *td) {
   prof_tctx_t *keep = NULL, **tail = &keep;
   while (t) {
     prof_tctx_t *nx = t->next;
-    if (atomic_load_explicit(&t->alloc[C_OBJS], memory_order_relaxed) ==
+    if (atomic_load_explicit(&prof_tctx_cnt(t, PC_ALLOC)[C_OBJS],
+                             memory_order_relaxed) ==
             t->dumped &&
         tctx_idle(t)) {
       if (td->last == t) td->last = NULL;

@@ -48,7 +48,7 @@
  * holds a tctx pointer, and a free in flight on another thread may hold
  * one it just took from a slot. So:
  *   - a free's LAST touch of a tctx is its objects counter (the owner's
- *     `freed[C_OBJS]` store, or `remote[C_OBJS]` fetch_add with release,
+ *     PC_FREED objects store, or PC_REMOTE objects fetch_add with release,
  *     which is the last of the remote adds); everything else it reads or
  *     writes (owner, lg, bucket, peak copy) comes before;
  *   - a tctx is freed only with prof_tdatas_lock held, after reading
@@ -59,7 +59,7 @@
  *     the owner-private table, walk cache and `last`), or anyone once the
  *     owner has exited (dead list sweeps, dumps);
  *   - a live-thread tctx is reclaimed when the last dump found nothing of
- *     it live and nothing was allocated from it since (alloc[C_OBJS]
+ *     it live and nothing was allocated from it since (PC_ALLOC objects
  *     equals `dumped`, which that dump wrote): that dump showed it in its
  *     final state. A dead thread's tctx is reclaimed as soon as nothing of
  *     it is live. Either way its cumulative counts go to the gctx's `ret`,
@@ -175,14 +175,20 @@ static inline unsigned prof_life_bkt(uint64_t ns) {
 
 /* The frames of a stack beyond its first PROF_LEAF, shared by every stack
  * that ends the same way (interned; prof_gctx_lock), in chunks of
- * PROF_TAIL_CHUNK frames, each chunk shared by every tail that ends the
- * same way from there. Deep stacks differ near the leaf and share their
- * roots: CPython's 17k distinct stacks of 76 frames on average (1.3M
- * frames, 10 MB) have 1k distinct tails past frame 16 (61k frames). Whole
- * tails were still 8.5 MB for cc1plus's 86k stacks (18k tails of ~34
- * frames that differ near frame 16); chunks of 12 frames (128 bytes each)
- * take 2.9 MB. */
-#define PROF_LEAF 16
+ * PROF_TAIL_CHUNK frames counted from the outermost frame in (the chunk
+ * next to the leaf part holds the rest, 1 to PROF_TAIL_CHUNK frames), each
+ * chunk shared by every tail that ends the same way from there. Deep stacks
+ * differ near the leaf and share their roots: CPython's 17k distinct stacks
+ * of 76 frames on average (1.3M frames, 10 MB) have 1k distinct tails past
+ * frame 16 (61k frames). Whole tails were still 8.5 MB for cc1plus's 86k
+ * stacks (18k tails of ~34 frames that differ near frame 16); chunks of 12
+ * frames (128 bytes each) take 2.9 MB. Counted from the root, chunks are
+ * shared by stacks of any depth that end the same way, not only by those
+ * whose depths differ by a multiple of 12; with that, 8 leaf frames (a
+ * 128-byte gctx) take less than 16 (computed from exact dumps, gctxs and
+ * chunks: CPython's tests 9.79 -> 7.42 MB, cc1plus 19.47 -> 16.23 MB;
+ * 12 or 4 leaf frames, or chunks of 8 or 16, took more). */
+#define PROF_LEAF 8
 #define PROF_TAIL_CHUNK 12
 typedef struct prof_tail_s {
   struct prof_tail_s *next_hash;
@@ -195,9 +201,9 @@ typedef struct prof_tail_s {
 _Static_assert(sizeof(prof_tail_t) + PROF_TAIL_CHUNK * sizeof(void *) == 128,
                "a chunk of a tail is 128 bytes, one of prof_mem's classes");
 
-/* 64 bytes and the first PROF_LEAF frames: 192 bytes, one of prof_mem's
- * 64-byte classes (with an 80-byte header it took 256: CPython's tests
- * make ~59k of them in exact mode, 3.8 MB of the 16.3 MB of gctxs). */
+/* 64 bytes and the first PROF_LEAF frames: 128 bytes, one of prof_mem's
+ * 64-byte classes (with an 80-byte header and 16 frames it took 256:
+ * CPython's tests make ~59k of them in exact mode). */
 typedef struct prof_gctx_s {
   struct prof_gctx_s *next_all; /* global list, newest first */
   struct prof_gctx_s *next_hash;
@@ -218,8 +224,9 @@ typedef struct prof_gctx_s {
                         nothing new in ret: reaped after it */
   void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
-_Static_assert(sizeof(prof_gctx_t) == 64 && PROF_DEPTH_MAX <= UINT16_MAX,
-               "a gctx with PROF_LEAF frames is 192 bytes");
+_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) == 128 &&
+                   PROF_DEPTH_MAX <= UINT16_MAX,
+               "a gctx with PROF_LEAF frames is 128 bytes");
 
 static inline void *prof_gctx_pc(const prof_gctx_t *g, unsigned i) {
   if (i < PROF_LEAF) return g->pcs[i];
@@ -243,10 +250,22 @@ typedef struct prof_trec_s {
   char name[PROF_NAME_MAX];        /* prof_tdatas_lock */
 } prof_trec_t;
 
-/* Three cache lines (prof_mem aligns them): what is read on every update,
- * the owner's counters, and other threads' counters plus the peak copy,
- * so that neither another thread's tctx nor a remote free touches the line
- * the owner writes on each malloc and free. */
+/* Counter sets of a tctx (prof_tctx_cnt): allocated ever and freed by
+ * the owner (owner only), freed by other threads (fetch_add), and live at
+ * the peak (prof_peak.c). */
+enum { PC_ALLOC, PC_FREED, PC_REMOTE, PC_PK, PC_NSETS };
+/* Counts in each set: C_N when sampling, objects and bytes only in exact
+ * mode (lg 0), whose unbiased counts are the raw ones. */
+#define PROF_EXACT_NC 2
+
+/* Sampled: three cache lines (prof_mem aligns them): what is read on every
+ * update, the owner's counters, and other threads' counters plus the peak
+ * copy, so that neither another thread's tctx nor a remote free touches
+ * the line the owner writes on each malloc and free. Exact mode (lg 0)
+ * keeps two counts a set, all four sets on the second line: two lines
+ * (prof_tctx_size), for a program with many stacks (CPython's tests: 49k
+ * tctxs, 9.5 MB at three lines), at the price of remote frees sharing the
+ * line the owner writes. */
 typedef struct prof_tctx_s {
   _Atomic(prof_trec_t *) owner;
   prof_gctx_t *gctx;
@@ -262,22 +281,42 @@ typedef struct prof_tctx_s {
                                frozen (set with release) */
   uint16_t gen;             /* prof_reset_gen when made: older ones were
                                forgotten by prof.reset */
-  _Atomic uint64_t pk_epoch; /* pk[] holds the live counts at this peak */
-  uint64_t dumped;          /* alloc[C_OBJS] when the last dump found
+  _Atomic uint64_t pk_epoch; /* the PC_PK set holds the live counts at this
+                                peak */
+  uint64_t dumped;          /* allocated objects when the last dump found
                                nothing live; UINT64_MAX: it did not */
   /* Exact mode: objects the owner freed before it allocated anything else
    * (heaptrack's "temporary" allocations). Owner only; on this line, which
    * had room, because it changes only on such frees. */
   _Atomic uint64_t temp;
-  _Alignas(CACHELINE) _Atomic uint64_t alloc[C_N]; /* allocated ever, owner only */
-  _Atomic uint64_t freed[C_N];  /* freed by the owner, owner only */
-  _Alignas(CACHELINE) _Atomic uint64_t remote[C_N]; /* freed by other threads
-                                                       (fetch_add) */
-  _Atomic uint64_t pk[C_N]; /* live at the peak (prof_peak.c) */
+  /* sampled: PC_ALLOC, PC_FREED | PC_REMOTE, PC_PK, C_N each;
+   * exact: the four sets of PROF_EXACT_NC on one line */
+  _Alignas(CACHELINE) _Atomic uint64_t cnt[PC_NSETS * C_N];
 } prof_tctx_t;
 _Static_assert(offsetof(prof_tctx_t, temp) + sizeof(uint64_t) <= CACHELINE &&
-                   sizeof(prof_tctx_t) == 3 * CACHELINE,
-               "node and temp fit the first line: a tctx stays 3 lines");
+                   sizeof(prof_tctx_t) == 3 * CACHELINE &&
+                   2 * C_N * sizeof(uint64_t) == CACHELINE &&
+                   PC_NSETS * PROF_EXACT_NC * sizeof(uint64_t) == CACHELINE,
+               "node and temp fit the first line: a tctx is 3 lines sampled, "
+               "2 exact");
+
+/* Counts a set of t holds (its layout is fixed by its lg). */
+static inline unsigned prof_tctx_nc(const prof_tctx_t *t) {
+  return t->lg != 0 ? C_N : PROF_EXACT_NC;
+}
+/* Set `set` of t (PC_*): its counts, indexed by C_OBJS.. */
+static inline _Atomic uint64_t *prof_tctx_cnt(prof_tctx_t *t, unsigned set) {
+  return &t->cnt[set * prof_tctx_nc(t)];
+}
+/* The same in exact mode (t->lg == 0 known): no branch on the hot paths. */
+static inline _Atomic uint64_t *prof_tctx_xcnt(prof_tctx_t *t, unsigned set) {
+  return &t->cnt[set * PROF_EXACT_NC];
+}
+static inline size_t prof_tctx_size(unsigned lg) {
+  return lg != 0 ? sizeof(prof_tctx_t)
+                 : offsetof(prof_tctx_t, cnt) +
+                       PC_NSETS * PROF_EXACT_NC * sizeof(uint64_t);
+}
 _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
 /* A recorded dwarf walk (prof_bt.c): its start, and the stack words it
@@ -696,6 +735,7 @@ size_t prof_fmt_hex(char *buf, uint64_t v);
  * the time the report is printed). */
 #define PROF_LEAK_TOP 5
 #define PROF_LEAK_FRAMES 8 /* at most PROF_LEAF: copied from gctx->pcs */
+_Static_assert(PROF_LEAK_FRAMES <= PROF_LEAF, "the leak report copies gctx->pcs");
 typedef struct {
   uint64_t objs, bytes, stacks;
   unsigned lg;

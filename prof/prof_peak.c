@@ -5,7 +5,7 @@
  * Nothing is copied while the heap grows. When it first shrinks after a
  * new highest point, that state is the peak: the global epoch moves on, and
  * from then on the first change to each tctx copies its live counts
- * (copy-on-write, tctx->pk[] stamped with the epoch). A tctx untouched
+ * (copy-on-write, the tctx's PC_PK set stamped with the epoch). A tctx untouched
  * since still holds its peak counts in its live counters. So the peak
  * costs one copy per tctx touched after each new peak, and an epoch check
  * per update; a heap that never sets a new peak costs the check only.
@@ -140,8 +140,9 @@ void prof_peak_copy(prof_tctx_t *t) {
     return;
   prof_cnt_t cur;
   prof_tctx_read(t, &cur, NULL);
-  for (int i = 0; i < C_N; i++)
-    atomic_store_explicit(&t->pk[i], cur.v[i], memory_order_relaxed);
+  _Atomic uint64_t *pk = prof_tctx_cnt(t, PC_PK);
+  for (unsigned i = 0, nc = prof_tctx_nc(t); i < nc; i++)
+    atomic_store_explicit(&pk[i], cur.v[i], memory_order_relaxed);
   atomic_store_explicit(&t->pk_epoch, e, memory_order_release);
   /* the counter updates that follow must not be seen before the stamp */
   atomic_thread_fence(memory_order_release);
@@ -155,8 +156,14 @@ prof_peak_view_t prof_peak_view(void) {
 }
 
 static void read_copy(prof_tctx_t *t, prof_cnt_t *cur) {
-  for (int i = 0; i < C_N; i++)
-    cur->v[i] = atomic_load_explicit(&t->pk[i], memory_order_relaxed);
+  _Atomic uint64_t *pk = prof_tctx_cnt(t, PC_PK);
+  unsigned nc = prof_tctx_nc(t);
+  for (unsigned i = 0; i < nc; i++)
+    cur->v[i] = atomic_load_explicit(&pk[i], memory_order_relaxed);
+  if (nc == PROF_EXACT_NC) { /* exact: the unbiased values are the raw ones */
+    cur->v[C_UOBJS] = cur->v[C_OBJS] << PROF_FP;
+    cur->v[C_UBYTES] = cur->v[C_BYTES];
+  }
 }
 
 /* Live counts of t at the peak: its copy if it changed since, else its
@@ -184,7 +191,8 @@ bool prof_peak_held(prof_tctx_t *t) {
   uint64_t te = atomic_load_explicit(&t->pk_epoch, memory_order_acquire);
   if (te == PROF_PK_BUSY) return true;
   return te == atomic_load_explicit(&prof_pk_epoch, memory_order_acquire) &&
-         atomic_load_explicit(&t->pk[C_OBJS], memory_order_relaxed) != 0;
+         atomic_load_explicit(&prof_tctx_cnt(t, PC_PK)[C_OBJS],
+                              memory_order_relaxed) != 0;
 }
 
 int64_t prof_peak_bytes(void) {

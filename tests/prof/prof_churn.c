@@ -18,7 +18,8 @@
  * then kept it on a free list for ever (445 MB for 10^5 threads).
  *
  * Bounds: a ring slot's object keeps its dead thread's record (128 B) and
- * tctx (192 B), so RING slots need ~0.7 MB; the running threads' tdatas
+ * tctx (128 B in exact mode; 192 B before 0c2eafe), so RING slots need
+ * ~0.5 MB; the running threads' tdatas
  * (~4.5 KB) and tables, the gctxs, and one spare 64 KiB slab per size
  * class (at most ~10 classes in use) add ~1 MB. MID_MAX = 4 MiB leaves
  * room for slab fragmentation; END_MAX = 1.5 MiB is the spare slabs and
