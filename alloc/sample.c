@@ -85,8 +85,9 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
      * and span_destroy: a free tells a timed record by its own bit */
     store_rlx(&s->prof_births, 1);
   }
+  if (births) /* sample_live_add tags owner_fast */
+    return sample_record_timed(s, i, tctx, size);
   store_rlx(&s->owner_fast, NULL);
-  if (births) return sample_record_timed(s, i, tctx, size);
   return sample_record_slot(s, i, tctx, size);
 }
 

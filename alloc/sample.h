@@ -33,11 +33,13 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
 bool sample_record_timed(span_t *s, uint32_t i, void *tctx, size_t size);
 /* Bit 1 of a slot's record (tctxs are 64-byte aligned): the record is
  * counted in the span's prof_live (spans with births: sampled mode), so
- * that its release lowers it; owner_fast is off while any is live. */
+ * that its release lowers it; owner_fast is tagged while any is live
+ * (only the owner records in its spans, so only it writes here). */
 #define SAMPLE_COUNTED ((sample_slot_t)2)
 static inline sample_slot_t sample_live_add(span_t *s) {
   atomic_fetch_add_explicit(&s->prof_live, 1, memory_order_relaxed);
-  store_rlx(&s->owner_fast, NULL);
+  struct heap_s *f = load_rlx(&s->owner_fast);
+  if (f != NULL) store_rlx(&s->owner_fast, span_fast_tag(f));
   return SAMPLE_COUNTED;
 }
 static inline bool sample_record_slot(span_t *s, uint32_t i, void *tctx, size_t size) {

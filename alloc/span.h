@@ -136,9 +136,14 @@ static inline bool span_unsampled(span_t *s) {
          (load_rlx(&s->prof_births) &&
           atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0);
 }
-/* owner_fast for owner h: h unless a slot of s holds a sample. */
+/* owner_fast for owner h (NULL: none): h unless a slot of s holds a
+ * sample; then h tagged in sampled mode (spans with births), NULL in
+ * exact mode (most of its blocks are sampled). */
 static inline void span_set_fast(span_t *s, struct heap_s *h) {
-  store_rlx(&s->owner_fast, span_unsampled(s) ? h : NULL);
+  struct heap_s *f = h;
+  if (h != NULL && !span_unsampled(s))
+    f = load_rlx(&s->prof_births) ? span_fast_tag(h) : NULL;
+  store_rlx(&s->owner_fast, f);
 }
 
 #endif

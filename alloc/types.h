@@ -93,7 +93,10 @@ typedef struct span_s {
   uint16_t arena;      /* index of the arena whose pages these are */
   /* The owning heap while its frees may push with no further look: a
    * small span that is on its owner's lists and holds no live sampled
-   * slot (span_unsampled).
+   * slot (span_unsampled). The same heap tagged (span_fast_tag: bit 0)
+   * while such a span of sampled mode (prof_births) holds one: its owner's
+   * frees of the other slots push after one look at the slot's record
+   * (free_slot_slow).
    * NULL otherwise (and for every other kind of span). */
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
@@ -153,6 +156,11 @@ typedef struct span_s {
   _Alignas(CACHELINE) _Atomic uint64_t bits[];
 } span_t;
 #define SPAN_RBITS SPAN_MAX_WORDS
+
+/* owner_fast of a span of owner h with live samples in sampled mode. */
+static inline struct heap_s *span_fast_tag(struct heap_s *h) {
+  return (struct heap_s *)((uintptr_t)h | 1);
+}
 
 /* ---- heaps (heap.c) ---------------------------------------------------- */
 /* A thread heap keeps freed page runs of sampled small blocks of up to

@@ -216,11 +216,22 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
 NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
                                  const void *frame, unsigned *how) {
   prof_tdata_t *td = tsd->prof_tdata;
-  if (likely(td != NULL && td->exact &&
-             atomic_load_explicit(&td->attn, memory_order_relaxed) == 0))
+  unsigned attn = td != NULL ? atomic_load_explicit(&td->attn,
+                                                    memory_order_relaxed)
+                              : PROF_ATTN_EXPIRED;
+  if (likely(attn == 0 && td->exact)) {
     tsd->prof_countdown = -1; /* exact: nothing to draw, nothing to count */
-  else if ((td = sample_setup(tsd, size)) == NULL)
+  } else if (likely(attn == 0 && opt_lg_prof_interval < 0)) {
+    /* sampled mode's common case: sample_setup's draw and bucket, without
+     * its calls (prof_next_wait, prof_tdata_get): ~50 instructions a
+     * sample on bench-random */
+    int64_t w = prof_draw_wait(&td->prng, td->lg);
+    td->last_wait = w;
+    tsd->prof_countdown = w;
+    td->want_bkt = (uint8_t)prof_bkt(size);
+  } else if ((td = sample_setup(tsd, size)) == NULL) {
     return NULL;
+  }
   if (!atomic_load_explicit(&prof_active, memory_order_relaxed) ||
       !atomic_load_explicit(&td->active, memory_order_relaxed))
     return NULL;

@@ -12,17 +12,34 @@
  *
  * The live total is counted per thread (tdata->pk_d, in bytes: requested
  * in exact mode, the unbiased estimate when sampling) and published to
- * one shared counter only when it moved by PK_B, or when it may have set
+ * one shared counter only when it moved by PK_B (64 KiB; when sampling at
+ * rate R, the larger of that and 4R: pk_step), or when it may have set
  * a new peak (pk_hi: the room left below the highest total) or left one
  * (pk_lo: any decrease while this thread holds a peak). With one thread
  * every decision sees the exact total, so the peak profile is exact (in
  * exact mode). With several, a thread decides from the shared total plus
  * its own part: the moment chosen can be off by what the other threads
- * have not published, at most PK_B bytes each; the counts written are
+ * have not published, at most pk_step bytes each; the counts written are
  * still those of one moment (each tctx's copy of the same epoch). */
 #include "prof_internal.h"
 
 #define PK_B ((int64_t)64 << 10)
+
+/* The move that a thread keeps to itself: PK_B, or when sampling at rate
+ * R = 2^lg, 4R. A sampled object counts its estimate (about R for every
+ * block much smaller than R), so with PK_B every sampled malloc and free
+ * published (an atomic add on the shared total, and bench-random spent
+ * ~46 instructions a sample in prof_peak_rise and prof_peak_fall); with
+ * 4R a thread publishes after a net move of about four samples. The
+ * moment chosen can be off by 4R per other thread, well inside the
+ * estimate's own spread (sd ~ R sqrt(live samples)); with one thread the
+ * decision is still exact (pk_hi is the room left below the highest). */
+static int64_t pk_step(unsigned lg) {
+  if (lg == 0) return PK_B;
+  if (lg > 40) return (int64_t)1 << 42;
+  int64_t b = (int64_t)4 << lg;
+  return b > PK_B ? b : PK_B;
+}
 
 bool opt_prof_peak = false;
 bool opt_prof_peak_final = false;
@@ -61,14 +78,15 @@ static void max_at_least(_Atomic int64_t *m, int64_t v) {
  * every decrease must come here; otherwise only a new highest total or a
  * move of PK_B. */
 static void bounds(prof_tdata_t *td, bool hold, int64_t total) {
+  int64_t b = pk_step(td->lg);
   if (hold) {
-    td->pk_hi = PK_B;
+    td->pk_hi = b;
     td->pk_lo = INT64_MAX;
     return;
   }
   int64_t room = atomic_load_explicit(&pk_max, memory_order_relaxed) - total;
-  td->pk_hi = room < PK_B ? (room > 0 ? room : 0) : PK_B;
-  td->pk_lo = -PK_B;
+  td->pk_hi = room < b ? (room > 0 ? room : 0) : b;
+  td->pk_lo = -b;
 }
 
 static int64_t publish(prof_tdata_t *td) {
