@@ -95,8 +95,37 @@ static void run_remove(arena_t *a, span_t *r) {
 /* Runs of one bin looked at for the best fit: bounds the search where a
  * bin holds many runs (bins up to 128 pages hold one length each). */
 #define RUN_FIT_SCAN 32
+/* Requests up to this many pages (small spans) take a dirty run of a
+ * higher bin before a clean best fit: pages a span gave back are resident,
+ * fresh ones would be faulted in on top. */
+#define RUN_WARM_MAX 64
 
+/* Best fit within bin b (a bin above 128 pages spans a doubling): a run
+ * much longer than the request would leave a dirty remainder that no
+ * request of this size can use. Dirty runs come first, and among equal
+ * fits the first is kept, so warm pages are preferred. */
+static span_t *run_best(arena_t *a, unsigned b, size_t np) {
+  span_t *best = NULL;
+  unsigned seen = 0;
+  for (span_t *r = a->runs[b]; r && seen < RUN_FIT_SCAN; r = r->next, seen++)
+    if (r->npages >= np && (best == NULL || r->npages < best->npages)) {
+      best = r;
+      if (r->npages == np) break;
+    }
+  return best;
+}
+
+static span_t *run_dirty(arena_t *a, unsigned b, size_t np) {
+  unsigned seen = 0;
+  for (span_t *r = a->runs[b]; r && seen < RUN_FIT_SCAN; r = r->next, seen++)
+    if (r->dirty && r->npages >= np) return r;
+  return NULL;
+}
+
+/* The best fit of the first bin that has one; for a small span whose best
+ * fit is clean, the first dirty run that fits, of any bin, before it. */
 static span_t *run_find(arena_t *a, size_t np) {
+  span_t *clean = NULL, *r;
   for (unsigned b = run_bin(np); b < HEAP_NBINS; b++) {
     uint64_t w = a->runs_nonempty[b / 64] >> (b % 64);
     if (w == 0) {
@@ -105,20 +134,14 @@ static span_t *run_find(arena_t *a, size_t np) {
     }
     b += (unsigned)__builtin_ctzll(w);
     if (b >= HEAP_NBINS) break;
-    /* Best fit within the bin (a bin above 128 pages spans a doubling): a
-     * run much longer than the request would leave a dirty remainder that
-     * no request of this size can use. Dirty runs come first, and among
-     * equal fits the first is kept, so warm pages are preferred. */
-    span_t *best = NULL;
-    unsigned seen = 0;
-    for (span_t *r = a->runs[b]; r && seen < RUN_FIT_SCAN; r = r->next, seen++)
-      if (r->npages >= np && (best == NULL || r->npages < best->npages)) {
-        best = r;
-        if (r->npages == np) break;
-      }
-    if (best != NULL) return best;
+    if (clean == NULL) {
+      if ((r = run_best(a, b, np)) == NULL) continue;
+      if (r->dirty || np > RUN_WARM_MAX) return r;
+      clean = r;
+    }
+    if ((r = run_dirty(a, b, np)) != NULL) return r;
   }
-  return NULL;
+  return clean;
 }
 
 /* Adds (or takes away) a free run's resident pages to its arena's total

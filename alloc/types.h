@@ -121,7 +121,11 @@ typedef struct span_s {
                                    small spans (statistics) */
   _Atomic(struct heap_s *) owner; /* SPAN_SMALL: NULL while abandoned */
   struct span_s *rnext;         /* link on the owner's remote queue */
-  uint64_t dirty_since;         /* SPAN_FREE: when it became dirty */
+  union {
+    uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
+    uint64_t gc_nmalloc;        /* SPAN_SMALL: nmalloc at its heap's last
+                                   idle sweep (heap_gc) */
+  };
   union {
     size_t usize;               /* SPAN_LARGE: usable bytes */
     size_t nres;                /* SPAN_FREE, dirty: pages that may be
@@ -198,6 +202,7 @@ typedef struct heap_s {
                                   handler: the child drops a busy heap) */
   uint8_t live;                /* owned by a thread (or an arena) */
   uint16_t srun_pages;         /* pages in sruns */
+  uint32_t gc_countdown;       /* slow paths until the next idle sweep */
   /* Freed page runs of sampled blocks, by length in pages (sruns[n-1]:
    * n pages), kept for the thread's next samples (sample_run.c). */
   span_t *sruns[SAMPLE_RUN_PAGES];
