@@ -66,6 +66,15 @@ void free_slow(void *p, int fn) {
   if (!free_small(s, i)) double_free(fn, p);
 }
 
+/* The owner h frees slot i of its span s, which is on its lists and not
+ * full (the push's double-free check, and an emptied span to the heap). */
+static inline void free_push_own(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
+  int r = span_push(s, i);
+  if (likely(r == PUSH_OK)) return;
+  if (r != PUSH_EMPTY) double_free(fn, p);
+  heap_span_empty(h, s);
+}
+
 /* free_slot_slow's case of an owner's span with samples when owner_fast
  * is h tagged: s is on h's lists and not full, without reading those
  * conditions from the span. */
@@ -79,13 +88,7 @@ static inline void free_slot_tagged(void *p, span_t *s, uint32_t i,
    * by another thread), the span's frees are fast again */
   if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
     store_rlx(&s->owner_fast, h);
-  int r = span_push(s, i);
-  if (likely(r == PUSH_OK)) return;
-  if (r == PUSH_EMPTY) {
-    heap_span_empty(h, s);
-    return;
-  }
-  double_free(fn, p);
+  free_push_own(p, s, i, fn, h);
 }
 
 /* entry_free found p at the start of slot i of s, but s is not one of
@@ -121,13 +124,8 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
       if (unlikely(load_rlx(&s->prof_births)) && h->lock == NULL &&
           atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
         store_rlx(&s->owner_fast, h);
-      int r = span_push(s, i);
-      if (likely(r == PUSH_OK)) return;
-      if (r == PUSH_EMPTY) {
-        heap_span_empty(h, s);
-        return;
-      }
-      double_free(fn, p);
+      free_push_own(p, s, i, fn, h);
+      return;
     }
   }
   /* another thread's block: straight to its remote bitmap (a shared
