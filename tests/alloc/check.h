@@ -280,6 +280,14 @@ CHECK_UNUSED static size_t status_kib(const char *key) {
   return v;
 }
 
+/* realloc(p, n), which must succeed with at least n usable bytes. */
+CHECK_UNUSED static unsigned char *realloc_checked(void *p, size_t n) {
+  unsigned char *q = (unsigned char *)A_REALLOC(p, n);
+  CHECK(q != NULL);
+  CHECKF(A_USABLE(q) >= n, "realloc to %zu B gave %zu usable", n, A_USABLE(q));
+  return q;
+}
+
 /* The resident set in KiB (/proc/self/statm). */
 CHECK_UNUSED static long rss_kib(void) {
   FILE *f = fopen("/proc/self/statm", "r");

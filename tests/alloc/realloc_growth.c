@@ -55,9 +55,7 @@ static size_t run_growth(uint64_t seed) {
   for (long i = 0; i < NOPS; i++) {
     int b = (int)(i % NBUF);
     size_t old = len[b], n = old + 1 + rnd() % 512;
-    unsigned char *q = A_REALLOC(p[b], n);
-    CHECK(q != NULL);
-    CHECKF(A_USABLE(q) >= n, "realloc to %zu B gave %zu usable", n, A_USABLE(q));
+    unsigned char *q = realloc_checked(p[b], n);
     if (old)
       CHECKF(q[0] == pat(0, b, gen[b]) && q[old - 1] == pat(old - 1, b, gen[b]) &&
                  q[old / 2] == pat(old / 2, b, gen[b]),

@@ -41,9 +41,7 @@ static void run_inplace(void) {
   size_t len = 0;
   while (len < 64 * KIB) {
     size_t n = len + 1 + rnd() % 512;
-    unsigned char *q = A_REALLOC(p, n);
-    CHECK(q != NULL);
-    CHECKF(A_USABLE(q) >= n, "realloc to %zu B gave %zu usable", n, A_USABLE(q));
+    unsigned char *q = realloc_checked(p, n);
     if (len > 0)
       CHECKF(q[0] == pat(0, 1) && q[len - 1] == pat(len - 1, 1),
              "realloc %zu -> %zu B lost the contents", len, n);
@@ -96,9 +94,7 @@ static void run_model(void) {
   for (long i = 0; i < NOPS; i++) {
     int b = (int)(i % NBUF);
     size_t old = len[b], n = old + 1 + rnd() % 512;
-    unsigned char *q = A_REALLOC(p[b], n);
-    CHECK(q != NULL);
-    CHECKF(A_USABLE(q) >= n, "realloc to %zu B gave %zu usable", n, A_USABLE(q));
+    unsigned char *q = realloc_checked(p[b], n);
     for (size_t j = old; j < n; j++) q[j] = model[b][j] = (unsigned char)rnd();
     p[b] = q;
     len[b] = n;
