@@ -37,7 +37,7 @@ static arena_t *arena_create(unsigned i) {
   nlock_init(&a->abandon_lock, LOCK_ARENA_ABANDON);
   nlock_init(&a->shared_lock, LOCK_ARENA_SHARED);
   nlock_init(&a->reap_lock, 0); /* only ever tried, never waited for */
-  a->decay_next_ns = UINT64_MAX; /* nothing to decay */
+  a->decay_next_ns = a->reap_due_ns = UINT64_MAX; /* nothing to decay */
   for (unsigned c = 0; c < SC_NSMALL; c++) sh->cur[c] = &span_none;
   sh->arena = a;
   sh->lock = &a->shared_lock;
@@ -76,13 +76,15 @@ arena_t *arena_usable(arena_t *a) {
 /* An empty span parked on the abandoned lists is given back to the page
  * heap by the next decay walk (arena_decay reaps before it purges), so the
  * walk must come: within dirty_decay_ms / 16, the page heap's own gap
- * between walks. Its pages then decay as any freed run. */
+ * between walks. Its pages then decay as any freed run. The time is kept
+ * apart from the page heap's own (reap_due_ns): a page-heap walk made by
+ * an allocation recomputes decay_next_ns from the free runs alone. */
 static void arena_note_parked(arena_t *a) {
   uint64_t due = nalloc_now_ns() + (uint64_t)opt_dirty_decay_ms * 1000000u / 16;
   nlock_lock(&a->heap_lock);
-  if (due < a->decay_next_ns) a->decay_next_ns = due;
+  if (due < a->reap_due_ns) a->reap_due_ns = due;
   size_t npages = a->npages_dirty + a->npages_muzzy;
-  due = a->decay_next_ns;
+  due = a->reap_due_ns;
   nlock_unlock(&a->heap_lock);
   background_note_dirty(npages, due);
 }
@@ -200,6 +202,9 @@ size_t arena_purge(arena_t *a, bool all) {
   nlock_lock(&a->shared_lock);
   heap_trim(a->shared);
   nlock_unlock(&a->shared_lock);
+  nlock_lock(&a->heap_lock);
+  a->reap_due_ns = UINT64_MAX; /* before the reap: a span parked after it is due again */
+  nlock_unlock(&a->heap_lock);
   arena_reap_abandoned(a);
   nlock_lock(&a->heap_lock);
   size_t n = pheap_purge(a, all);
@@ -217,6 +222,7 @@ uint64_t arena_decay_next(arena_t *a) {
   if (a->broken) return UINT64_MAX;
   nlock_lock(&a->heap_lock);
   uint64_t next = pheap_decay_next(a);
+  if (a->reap_due_ns < next) next = a->reap_due_ns;
   nlock_unlock(&a->heap_lock);
   return next;
 }

@@ -252,6 +252,8 @@ typedef struct arena_s {
   uint64_t npurge_calls;     /* madvise / munmap calls that returned pages */
   uint64_t nmalloc_small_gone; /* nmalloc of small spans given back */
   uint64_t decay_next_ns;     /* next stage change due (page_heap.c) */
+  uint64_t reap_due_ns;       /* parked spans to give back by then
+                                 (arena_note_parked; heap_lock) */
   uintptr_t pop_lo, pop_hi;  /* the last run of fresh pages faulted in */
   span_t *small_all;         /* every small span of the arena */
   /* spans whose owner went away, by class (abandon_lock) */
