@@ -291,13 +291,9 @@ void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
     cur->v[i] = a > f ? a - f : 0;
     if (acc) acc->v[i] = a;
   }
-  if (t->lg == 0) { /* exact: the unbiased values are the raw ones */
-    cur->v[C_UOBJS] = cur->v[C_OBJS] << PROF_FP;
-    cur->v[C_UBYTES] = cur->v[C_BYTES];
-    if (acc) {
-      acc->v[C_UOBJS] = acc->v[C_OBJS] << PROF_FP;
-      acc->v[C_UBYTES] = acc->v[C_BYTES];
-    }
+  if (t->lg == 0) {
+    prof_cnt_exact(cur);
+    if (acc) prof_cnt_exact(acc);
   }
   if (cur->v[C_OBJS] == 0) /* racing updates: no bytes without objects */
     cur->v[C_BYTES] = cur->v[C_UOBJS] = cur->v[C_UBYTES] = 0;

@@ -312,6 +312,12 @@ static inline _Atomic uint64_t *prof_tctx_cnt(prof_tctx_t *t, unsigned set) {
 static inline _Atomic uint64_t *prof_tctx_xcnt(prof_tctx_t *t, unsigned set) {
   return &t->cnt[set * PROF_EXACT_NC];
 }
+/* Counts read from an exact-mode tctx (which keeps objects and bytes
+ * only): its unbiased values are the raw ones. */
+static inline void prof_cnt_exact(prof_cnt_t *c) {
+  c->v[C_UOBJS] = c->v[C_OBJS] << PROF_FP;
+  c->v[C_UBYTES] = c->v[C_BYTES];
+}
 static inline size_t prof_tctx_size(unsigned lg) {
   return lg != 0 ? sizeof(prof_tctx_t)
                  : offsetof(prof_tctx_t, cnt) +

@@ -178,10 +178,7 @@ static void read_copy(prof_tctx_t *t, prof_cnt_t *cur) {
   unsigned nc = prof_tctx_nc(t);
   for (unsigned i = 0; i < nc; i++)
     cur->v[i] = atomic_load_explicit(&pk[i], memory_order_relaxed);
-  if (nc == PROF_EXACT_NC) { /* exact: the unbiased values are the raw ones */
-    cur->v[C_UOBJS] = cur->v[C_OBJS] << PROF_FP;
-    cur->v[C_UBYTES] = cur->v[C_BYTES];
-  }
+  if (nc == PROF_EXACT_NC) prof_cnt_exact(cur);
 }
 
 /* Live counts of t at the peak: its copy if it changed since, else its
