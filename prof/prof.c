@@ -94,6 +94,14 @@ void prof_boot_late(void) {
 
 /* ---- sampling ----------------------------------------------------------- */
 
+/* The thread's next wait, drawn from its PRNG; kept for the interval
+ * trigger's count of the bytes consumed. */
+static inline int64_t tdata_draw(prof_tdata_t *td) {
+  int64_t w = prof_draw_wait(&td->prng, td->lg);
+  td->last_wait = w;
+  return w;
+}
+
 int64_t prof_next_wait(tsd_t *tsd) {
   prof_tdata_t *td = tsd->prof_tdata;
   /* Exact mode without interval dumps: every allocation is sampled and
@@ -127,9 +135,7 @@ int64_t prof_next_wait(tsd_t *tsd) {
     int64_t used = td->last_wait - tsd->prof_countdown;
     if (used > 0) prof_interval_account(tsd, td, (uint64_t)used);
   }
-  int64_t w = prof_draw_wait(&td->prng, td->lg);
-  td->last_wait = w;
-  return w;
+  return tdata_draw(td);
 }
 
 /* Owner-only counter update: relaxed load + store, no locked instruction
@@ -225,9 +231,7 @@ NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
     /* sampled mode's common case: sample_setup's draw and bucket, without
      * its calls (prof_next_wait, prof_tdata_get): ~50 instructions a
      * sample on bench-random */
-    int64_t w = prof_draw_wait(&td->prng, td->lg);
-    td->last_wait = w;
-    tsd->prof_countdown = w;
+    tsd->prof_countdown = tdata_draw(td);
     td->want_bkt = (uint8_t)prof_bkt(size);
   } else if ((td = sample_setup(tsd, size)) == NULL) {
     return NULL;
