@@ -142,6 +142,12 @@ typedef struct span_s {
                                    record with bit 0 set has one) */
   uint8_t sample_run;           /* SPAN_LARGE, SPAN_KEPT: the page run of a
                                    sampled small block (sample_run.c) */
+  uint16_t nholes;              /* SPAN_SMALL: free pages purged while the
+                                   span sat idle (span_purge_holes), not
+                                   yet faulted back by its next turn as
+                                   its heap's current span */
+  uint16_t holes_used;          /* SPAN_SMALL: `used` at the last look for
+                                   holes; 0 before any */
   _Atomic uint16_t prof_live;   /* SPAN_SMALL with prof_births: records that
                                    may be live (raised before a record is
                                    written, lowered after it is cleared):
@@ -184,9 +190,14 @@ typedef struct heap_bin_s {
   span_list_t avail;
   span_list_t full;  /* spans with none, waiting to hear of remote frees */
   span_list_t empty; /* spans with every slot free, kept for reuse */
-  uint32_t nempty;
   uint32_t nspans; /* spans of the class this heap holds (sizing the next:
                       sc_npages) */
+  uint8_t nempty;  /* spans on `empty` (at most HEAP_EMPTY_KEEP) */
+  uint8_t holes_after;  /* idle sweeps before the available spans' free
+                           pages are purged (heap_gc_holes): doubled each
+                           time such a span comes back into use (0: 1) */
+  uint16_t idle_sweeps; /* idle sweeps in a row in which the class
+                           handed out no slot */
 } heap_bin_t;
 
 typedef struct heap_s {
@@ -250,6 +261,11 @@ typedef struct arena_s {
   uint64_t npurged;          /* pages returned for good (DONTNEED, unmap) */
   uint64_t nmuzzied;         /* pages moved from dirty to muzzy */
   uint64_t npurge_calls;     /* madvise / munmap calls that returned pages */
+  /* pages of live small spans purged by their owners (span_purge_holes):
+   * not resident, so not active; and the purges, apart from npurged and
+   * npurge_calls because owners write them without heap_lock */
+  _Atomic size_t npages_holes;
+  _Atomic uint64_t nholes_purged, nholes_calls;
   uint64_t nmalloc_small_gone; /* nmalloc of small spans given back */
   uint64_t decay_next_ns;     /* next stage change due (page_heap.c) */
   uint64_t reap_due_ns;       /* parked spans to give back by then
