@@ -29,8 +29,8 @@ _Static_assert(HEAP_EMPTY_KEEP <= UINT8_MAX, "heap_bin_t.nempty is 8 bits");
  * this bound and run_find's preference for warm runs). */
 #define HEAP_GC_EVERY 256
 #define HEAP_GC_MIN_PAGES 4
-/* A slow path that made a new span counts as this many. */
-#define HEAP_GC_GROW 4
+/* New spans between two looks for holes outside the sweeps. */
+#define HEAP_HOLES_GROW 16
 
 /* A class that handed out no slot over a whole sweep interval has
  * stopped allocating for now: its available spans' free pages are purged
@@ -158,6 +158,7 @@ heap_t *heap_create(arena_t *a) {
   h->busy = 0;
   h->live = 1;
   h->gc_countdown = HEAP_GC_EVERY;
+  h->holes_countdown = HEAP_HOLES_GROW;
   return h;
 }
 
@@ -216,6 +217,8 @@ static bool heap_drain(heap_t *h) {
 
 /* ---- allocation -------------------------------------------------------- */
 
+static void heap_gc_holes(heap_t *h, bool sweep);
+
 /* The next span for class cls, taken off every list. */
 static span_t *heap_next(heap_t *h, unsigned cls) {
   heap_bin_t *b = &h->bins[cls];
@@ -233,9 +236,9 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
     b->nspans++;
     return s;
   }
-  /* new pages: the next sweep comes sooner, so that a heap that grows
-   * while it holds idle free pages finds them early */
-  h->gc_countdown = h->gc_countdown > HEAP_GC_GROW ? h->gc_countdown - HEAP_GC_GROW + 1 : 1;
+  /* new pages: a heap that grows while it holds idle free pages looks
+   * for holes sooner than its next sweep */
+  if (--h->holes_countdown == 0) heap_gc_holes(h, false);
   s = span_create(a, cls, sc_npages(cls, b->nspans));
   if (s == NULL) return NULL;
   b->nspans++;
@@ -353,8 +356,8 @@ void heap_trim(heap_t *h) {
   h->busy = 0;
 }
 
-/* The idle sweep, every HEAP_GC_EVERY slow paths (sooner while the heap
- * takes new spans: heap_next), per class the heap touched:
+/* The idle sweep, every HEAP_GC_EVERY slow paths, per class the heap
+ * touched:
  *
  * - An empty span (the current one or a kept one) of HEAP_GC_MIN_PAGES or
  *   more that handed out no slot since the last sweep goes back to the
@@ -373,43 +376,47 @@ void heap_trim(heap_t *h) {
  *   cannot use). Only the owner may purge them (span_purge_holes); they
  *   fault back in as it writes there once the span is current again. A
  *   class still allocating is left alone: its available spans are the
- *   next it takes.
- *
- * The sweep visits the current and kept spans only, not the available
- * and full ones (unless a class is idle): a heap of many spans pays per
- * class, not per span. */
-static void gc_one(span_t *s, heap_t *h) {
+ *   next it takes. A heap that makes new spans looks for holes every
+ *   HEAP_HOLES_GROW of them too, between sweeps: it grows while it may
+ *   hold idle free pages.
+ */
+static void gc_one(span_t *s, void *vh) {
   uint64_t seen = s->gc_nmalloc;
   s->gc_nmalloc = s->nmalloc;
-  if (s->nmalloc == seen && s->npages >= HEAP_GC_MIN_PAGES) trim_one(s, h);
+  if (s->nmalloc == seen && (s->list == SL_CUR || s->list == SL_EMPTY) &&
+      s->npages >= HEAP_GC_MIN_PAGES)
+    trim_one(s, vh);
 }
 
-static void gc_holes(heap_bin_t *b, const span_t *cur) {
+/* `sweep`: an idle sweep, which counts a class's idle sweeps; else a look
+ * between two sweeps as the heap grows, which purges for a class idle
+ * since the last sweep that would at the next one. */
+static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
   /* span_none reads as idle, and a class that changed current spans
    * since the last sweep as busy */
   if (cur->nmalloc != cur->gc_nmalloc) {
-    b->idle_sweeps = 0;
+    if (sweep) b->idle_sweeps = 0;
     return;
   }
-  if (b->idle_sweeps < UINT16_MAX) b->idle_sweeps++;
-  unsigned after = heap_holes_after(b);
-  if (b->idle_sweeps < after || (b->idle_sweeps - after) % HEAP_HOLES_AGAIN) return;
+  unsigned idle = b->idle_sweeps + 1u, after = heap_holes_after(b);
+  if (sweep && b->idle_sweeps < UINT16_MAX) b->idle_sweeps++;
+  if (idle < after || (idle - after) % HEAP_HOLES_AGAIN) return;
   for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_holes(s, false);
+}
+
+static void heap_gc_holes(heap_t *h, bool sweep) {
+  h->holes_countdown = HEAP_HOLES_GROW;
+  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
+    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1) {
+      unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
+      gc_holes(&h->bins[c], h->cur[c], sweep);
+    }
 }
 
 static void heap_gc(heap_t *h) {
   h->gc_countdown = HEAP_GC_EVERY;
-  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
-    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1) {
-      unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
-      heap_bin_t *b = &h->bins[c];
-      gc_holes(b, h->cur[c]); /* before gc_one moves gc_nmalloc on */
-      for (span_t *s = b->empty.head, *next; s != NULL; s = next) {
-        next = s->next;
-        gc_one(s, h);
-      }
-      if (h->cur[c] != &span_none) gc_one(h->cur[c], h);
-    }
+  heap_gc_holes(h, true); /* before gc_one moves gc_nmalloc on */
+  heap_each(h, gc_one, h, false);
 }
 
 static void orphan_one(span_t *s, void *alone) { span_orphan(s, *(bool *)alone); }

@@ -142,12 +142,6 @@ typedef struct span_s {
                                    record with bit 0 set has one) */
   uint8_t sample_run;           /* SPAN_LARGE, SPAN_KEPT: the page run of a
                                    sampled small block (sample_run.c) */
-  uint16_t nholes;              /* SPAN_SMALL: free pages purged while the
-                                   span sat idle (span_purge_holes), not
-                                   yet faulted back by its next turn as
-                                   its heap's current span */
-  uint16_t holes_used;          /* SPAN_SMALL: `used` at the last look for
-                                   holes; 0 before any */
   _Atomic uint16_t prof_live;   /* SPAN_SMALL with prof_births: records that
                                    may be live (raised before a record is
                                    written, lowered after it is cleared):
@@ -157,7 +151,16 @@ typedef struct span_s {
   _Atomic(sample_slot_t *) prof;
   void *large_tctx;
   size_t large_size;
-  uint64_t large_birth; /* os_stamp() at the sample; 0: not kept */
+  union {
+    uint64_t large_birth; /* os_stamp() at the sample; 0: not kept */
+    struct {              /* SPAN_SMALL */
+      uint16_t nholes;     /* free pages purged while the span sat idle
+                              (span_purge_holes), not yet counted back by
+                              its next turn as its heap's current span */
+      uint16_t holes_used; /* `used` at the last look for holes; 0 before
+                              any */
+    };
+  };
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
    * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
    * freed by other threads, set with fetch_or, collected by the owner),
@@ -214,6 +217,8 @@ typedef struct heap_s {
   uint8_t live;                /* owned by a thread (or an arena) */
   uint16_t srun_pages;         /* pages in sruns */
   uint32_t gc_countdown;       /* slow paths until the next idle sweep */
+  uint32_t holes_countdown;    /* new spans until the next look for holes
+                                  outside the sweeps (heap_gc_holes) */
   /* Freed page runs of sampled blocks, by length in pages (sruns[n-1]:
    * n pages), kept for the thread's next samples (sample_run.c). */
   span_t *sruns[SAMPLE_RUN_PAGES];
