@@ -1,6 +1,6 @@
 /* span.c -- small spans: making one from an arena's pages and giving it
- * back, finding free slots, remote frees and the notify protocol
- * (span.h). */
+ * back, finding free slots, remote frees and the notify protocol, and
+ * purging the free pages of a span that keeps live slots (holes) (span.h). */
 #include "span.h"
 
 #include <sched.h>
