@@ -154,13 +154,17 @@ span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
 }
 
 /* Abandoned spans whose blocks were all freed since (by other threads)
- * go back to the page heap. The lock makes the arena their owner. */
-static void arena_reap_abandoned(arena_t *a) {
+ * go back to the page heap. The lock makes the arena their owner, so with
+ * `holes` (malloc_trim, arena.<i>.purge: everything free goes back now)
+ * it also purges the free pages of the others (span_purge_holes); not in
+ * decay, as the next thread of the arena adopts them to fill them. */
+static void arena_reap_abandoned(arena_t *a, bool holes) {
   nlock_lock(&a->abandon_lock);
   for (unsigned c = 0; c < SC_NSMALL; c++)
     for (span_t *s = load_rlx(&a->abandoned[c]), *next; s != NULL; s = next) {
       next = s->next;
       span_collect(s);
+      if (s->used != 0 && holes) span_purge_holes(s, true);
       if (s->used != 0) continue;
       abandoned_unlink(a, s);
       s->list = SL_NONE;
@@ -179,7 +183,7 @@ void arena_note_orphan_free(arena_t *a) {
       a->broken)
     return;
   if (!nlock_trylock(&a->reap_lock)) return; /* someone is at it */
-  arena_reap_abandoned(a);
+  arena_reap_abandoned(a, false);
   nlock_unlock(&a->reap_lock);
 }
 
@@ -205,7 +209,7 @@ size_t arena_purge(arena_t *a, bool all) {
   nlock_lock(&a->heap_lock);
   a->reap_due_ns = UINT64_MAX; /* before the reap: a span parked after it is due again */
   nlock_unlock(&a->heap_lock);
-  arena_reap_abandoned(a);
+  arena_reap_abandoned(a, all);
   nlock_lock(&a->heap_lock);
   size_t n = pheap_purge(a, all);
   nlock_unlock(&a->heap_lock);
@@ -258,7 +262,9 @@ void arena_stats(arena_t *a, arena_stats_t *st) {
   live += a->nmalloc_large - a->ndalloc_large;
   st->ndalloc = st->nmalloc - live;
   st->allocated += a->large_allocated;
-  st->active = a->npages_active * PAGE;
+  /* holes: pages of live spans their owners purged, in active still */
+  size_t holes = atomic_load_explicit(&a->npages_holes, memory_order_relaxed);
+  st->active = (a->npages_active - (holes < a->npages_active ? holes : 0)) * PAGE;
   st->dirty = a->npages_dirty * PAGE;
   st->muzzy = a->npages_muzzy * PAGE;
   st->mapped = a->mapped;
@@ -266,6 +272,8 @@ void arena_stats(arena_t *a, arena_stats_t *st) {
   st->nmuzzied = a->nmuzzied;
   st->npurge_calls = a->npurge_calls;
   nlock_unlock(&a->heap_lock);
+  st->npurged += atomic_load_explicit(&a->nholes_purged, memory_order_relaxed);
+  st->npurge_calls += atomic_load_explicit(&a->nholes_calls, memory_order_relaxed);
   st->nthreads = atomic_load_explicit(&a->nthreads, memory_order_relaxed);
 }
 

@@ -19,6 +19,7 @@
 /* Empty spans a heap keeps per class for its next allocations; the rest go
  * back to the page heap (where other classes and threads can use them). */
 #define HEAP_EMPTY_KEEP 1
+_Static_assert(HEAP_EMPTY_KEEP <= UINT8_MAX, "heap_bin_t.nempty is 8 bits");
 
 /* Slow paths (a malloc that found its span's word dry) between two idle
  * sweeps of a heap (heap_gc), and the smallest span a sweep gives back: a
@@ -28,6 +29,18 @@
  * this bound and run_find's preference for warm runs). */
 #define HEAP_GC_EVERY 256
 #define HEAP_GC_MIN_PAGES 4
+/* New spans between two looks for holes outside the sweeps. */
+#define HEAP_HOLES_GROW 16
+
+/* A class that handed out no slot over a whole sweep interval has
+ * stopped allocating for now: its available spans' free pages are purged
+ * (heap_gc_holes), and looked at again every HEAP_HOLES_AGAIN sweeps
+ * (frees trickling in). Each time such a span comes back into use, the
+ * class must stay idle for twice as many sweeps first, up to
+ * HEAP_HOLES_AFTER_MAX: a class that allocates in bursts would pay two
+ * system calls and the zeroing for the same pages again and again. */
+#define HEAP_HOLES_AGAIN 16
+#define HEAP_HOLES_AFTER_MAX 64
 
 bool opt_tcache = true;
 size_t opt_tcache_max = SC_SMALL_MAX;
@@ -72,6 +85,10 @@ static span_list_t *heap_list(heap_bin_t *b, uint8_t list) {
  * thread's tsd.heap is a shared heap). */
 static heap_t *heap_fast(heap_t *h) { return h->lock == NULL ? h : NULL; }
 
+static unsigned heap_holes_after(const heap_bin_t *b) {
+  return b->holes_after ? b->holes_after : 1;
+}
+
 static void heap_put(heap_t *h, span_t *s, uint8_t list) {
   heap_bin_t *b = &h->bins[s->cls];
   nalloc_assert(s->list == SL_NONE && atomic_load(&s->owner) == h);
@@ -90,6 +107,13 @@ static void heap_take(heap_t *h, span_t *s) {
   s->list = SL_NONE;
 }
 
+static void heap_fill_holes(heap_t *h, span_t *s) {
+  heap_bin_t *b = &h->bins[s->cls];
+  span_fill_holes(s);
+  if (heap_holes_after(b) < HEAP_HOLES_AFTER_MAX)
+    b->holes_after = (uint8_t)(2 * heap_holes_after(b));
+}
+
 /* The current span of a class carries one phantom allocation (used + 1),
  * so that free's fast path never sees it empty: a malloc/free pair on an
  * otherwise idle class stays on the fast path. */
@@ -97,6 +121,7 @@ static void heap_set_cur(heap_t *h, span_t *s) {
   nalloc_assert(s->list == SL_NONE && h->cur[s->cls] == &span_none);
   s->list = SL_CUR;
   s->used++;
+  if (s->nholes) heap_fill_holes(h, s);
   span_set_fast(s, heap_fast(h));
   h->cur[s->cls] = s;
 }
@@ -133,6 +158,7 @@ heap_t *heap_create(arena_t *a) {
   h->busy = 0;
   h->live = 1;
   h->gc_countdown = HEAP_GC_EVERY;
+  h->holes_countdown = HEAP_HOLES_GROW;
   return h;
 }
 
@@ -191,6 +217,8 @@ static bool heap_drain(heap_t *h) {
 
 /* ---- allocation -------------------------------------------------------- */
 
+static void heap_gc_holes(heap_t *h, bool sweep);
+
 /* The next span for class cls, taken off every list. */
 static span_t *heap_next(heap_t *h, unsigned cls) {
   heap_bin_t *b = &h->bins[cls];
@@ -208,6 +236,9 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
     b->nspans++;
     return s;
   }
+  /* new pages: a heap that grows while it holds idle free pages looks
+   * for holes sooner than its next sweep */
+  if (--h->holes_countdown == 0) heap_gc_holes(h, false);
   s = span_create(a, cls, sc_npages(cls, b->nspans));
   if (s == NULL) return NULL;
   b->nspans++;
@@ -306,7 +337,10 @@ static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
 static void trim_one(span_t *s, void *vh) {
   heap_t *h = vh;
   span_collect(s);
-  if (s->used != (s->list == SL_CUR)) return;
+  if (s->used != (s->list == SL_CUR)) {
+    if (s->list == SL_AVAIL) span_purge_holes(s, true);
+    return;
+  }
   if (!span_quiet(s)) return; /* announced since the drain: the next trim */
   if (s->list == SL_CUR) heap_clear_cur(h, s);
   else heap_take(h, s);
@@ -322,16 +356,30 @@ void heap_trim(heap_t *h) {
   h->busy = 0;
 }
 
-/* The idle sweep, every HEAP_GC_EVERY slow paths: an empty span (the
- * current one or a kept one) of HEAP_GC_MIN_PAGES or more that handed out
- * no slot since the last sweep goes back to the page heap, where any
- * class, large block or thread can carve its pages. Not an available span
- * that remote frees emptied: those are the spans the heap turns to next
- * (bench-xmix -t 2 peak 21.5 -> 22.9 MB when they went back too). Without it a class a thread stops using keeps its
- * touched pages for good: CPython's threading tests held 1.75 MiB
- * resident in such spans at their peak (mostly 4-64 KiB classes of
- * short-lived buffers). A class in use hands out slots between two sweeps
- * and keeps its spans. */
+/* The idle sweep, every HEAP_GC_EVERY slow paths, per class the heap
+ * touched:
+ *
+ * - An empty span (the current one or a kept one) of HEAP_GC_MIN_PAGES or
+ *   more that handed out no slot since the last sweep goes back to the
+ *   page heap, where any class, large block or thread can carve its pages.
+ *   Not an available span that remote frees emptied: those are the spans
+ *   the heap turns to next (bench-xmix -t 2 peak 21.5 -> 22.9 MB when they
+ *   went back too). Without it a class a thread stops using keeps its
+ *   touched pages for good: CPython's threading tests held 1.75 MiB
+ *   resident in such spans at their peak (mostly 4-64 KiB classes of
+ *   short-lived buffers). A class in use hands out slots between two
+ *   sweeps and keeps its spans.
+ * - Holes: the available spans of a class that handed out no slot over a
+ *   whole interval hold pages with no live slot that nothing will write
+ *   soon (bench-frag: after 9 of 10 blocks of 16 B-1 KiB are freed, about
+ *   45% of their spans' pages, which its next phase's 1-4 KiB blocks
+ *   cannot use). Only the owner may purge them (span_purge_holes); they
+ *   fault back in as it writes there once the span is current again. A
+ *   class still allocating is left alone: its available spans are the
+ *   next it takes. A heap that makes new spans looks for holes every
+ *   HEAP_HOLES_GROW of them too, between sweeps: it grows while it may
+ *   hold idle free pages.
+ */
 static void gc_one(span_t *s, void *vh) {
   uint64_t seen = s->gc_nmalloc;
   s->gc_nmalloc = s->nmalloc;
@@ -340,8 +388,34 @@ static void gc_one(span_t *s, void *vh) {
     trim_one(s, vh);
 }
 
+/* `sweep`: an idle sweep, which counts a class's idle sweeps; else a look
+ * between two sweeps as the heap grows, which purges for a class idle
+ * since the last sweep that would at the next one. */
+static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
+  /* span_none reads as idle, and a class that changed current spans
+   * since the last sweep as busy */
+  if (cur->nmalloc != cur->gc_nmalloc) {
+    if (sweep) b->idle_sweeps = 0;
+    return;
+  }
+  unsigned idle = b->idle_sweeps + 1u, after = heap_holes_after(b);
+  if (sweep && b->idle_sweeps < UINT16_MAX) b->idle_sweeps++;
+  if (idle < after || (idle - after) % HEAP_HOLES_AGAIN) return;
+  for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_holes(s, false);
+}
+
+static void heap_gc_holes(heap_t *h, bool sweep) {
+  h->holes_countdown = HEAP_HOLES_GROW;
+  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
+    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1) {
+      unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
+      gc_holes(&h->bins[c], h->cur[c], sweep);
+    }
+}
+
 static void heap_gc(heap_t *h) {
   h->gc_countdown = HEAP_GC_EVERY;
+  heap_gc_holes(h, true); /* before gc_one moves gc_nmalloc on */
   heap_each(h, gc_one, h, false);
 }
 

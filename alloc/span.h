@@ -124,6 +124,17 @@ void span_dequeued(span_t *s);
 void span_orphan(span_t *s, bool alone);
 /* A new owner (adoption): h, with frees fast unless a slot is sampled. */
 void span_adopt(span_t *s, struct heap_s *h);
+/* Owner only (for an abandoned span: under its arena's abandon_lock), s
+ * not current: purges the pages that hold no live slot (every slot on
+ * them free in the free bitmap; an uncollected remote free counts as
+ * live), unless not much was freed since the last look (`always`: even
+ * then). Slots keep no data the allocator needs (the bitmaps and records
+ * are out of band), and only the owner hands slots out, so the pages read
+ * back as zero when it next does. */
+void span_purge_holes(span_t *s, bool always);
+/* s is about to hand out slots again (its heap makes it current): the
+ * pages span_purge_holes took stop being counted as holes. */
+void span_fill_holes(span_t *s);
 /* Debug build: the bitmaps and the count agree (free + remote-pending +
  * used = slots, the current span's phantom allocation included), and s is
  * what the page map says for its pages. Owner only. */

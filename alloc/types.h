@@ -151,7 +151,16 @@ typedef struct span_s {
   _Atomic(sample_slot_t *) prof;
   void *large_tctx;
   size_t large_size;
-  uint64_t large_birth; /* os_stamp() at the sample; 0: not kept */
+  union {
+    uint64_t large_birth; /* os_stamp() at the sample; 0: not kept */
+    struct {              /* SPAN_SMALL */
+      uint16_t nholes;     /* free pages purged while the span sat idle
+                              (span_purge_holes), not yet counted back by
+                              its next turn as its heap's current span */
+      uint16_t holes_used; /* `used` at the last look for holes; 0 before
+                              any */
+    };
+  };
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
    * by the owner only), and the remote bitmap, bits[SPAN_RBITS..) (slots
    * freed by other threads, set with fetch_or, collected by the owner),
@@ -184,9 +193,14 @@ typedef struct heap_bin_s {
   span_list_t avail;
   span_list_t full;  /* spans with none, waiting to hear of remote frees */
   span_list_t empty; /* spans with every slot free, kept for reuse */
-  uint32_t nempty;
   uint32_t nspans; /* spans of the class this heap holds (sizing the next:
                       sc_npages) */
+  uint8_t nempty;  /* spans on `empty` (at most HEAP_EMPTY_KEEP) */
+  uint8_t holes_after;  /* idle sweeps before the available spans' free
+                           pages are purged (heap_gc_holes): doubled each
+                           time such a span comes back into use (0: 1) */
+  uint16_t idle_sweeps; /* idle sweeps in a row in which the class
+                           handed out no slot */
 } heap_bin_t;
 
 typedef struct heap_s {
@@ -203,6 +217,8 @@ typedef struct heap_s {
   uint8_t live;                /* owned by a thread (or an arena) */
   uint16_t srun_pages;         /* pages in sruns */
   uint32_t gc_countdown;       /* slow paths until the next idle sweep */
+  uint32_t holes_countdown;    /* new spans until the next look for holes
+                                  outside the sweeps (heap_gc_holes) */
   /* Freed page runs of sampled blocks, by length in pages (sruns[n-1]:
    * n pages), kept for the thread's next samples (sample_run.c). */
   span_t *sruns[SAMPLE_RUN_PAGES];
@@ -250,6 +266,11 @@ typedef struct arena_s {
   uint64_t npurged;          /* pages returned for good (DONTNEED, unmap) */
   uint64_t nmuzzied;         /* pages moved from dirty to muzzy */
   uint64_t npurge_calls;     /* madvise / munmap calls that returned pages */
+  /* pages of live small spans purged by their owners (span_purge_holes):
+   * not resident, so not active; and the purges, apart from npurged and
+   * npurge_calls because owners write them without heap_lock */
+  _Atomic size_t npages_holes;
+  _Atomic uint64_t nholes_purged, nholes_calls;
   uint64_t nmalloc_small_gone; /* nmalloc of small spans given back */
   uint64_t decay_next_ns;     /* next stage change due (page_heap.c) */
   uint64_t reap_due_ns;       /* parked spans to give back by then
