@@ -80,8 +80,10 @@ void large_free(span_t *s) {
   arena_t *a = arena_get(s->arena);
   nalloc_assert(s->kind == SPAN_LARGE && pagemap_get((void *)s->start) == s);
   if (a->broken) return; /* fork child: its page heap may be mid-update */
-  pages_t pg = {s->start, s->npages, s->chunk_lo, s->chunk_hi, false};
   nlock_lock(&a->heap_lock);
+  /* read under the lock: heap_gather may have moved the free rest of the
+   * block's mapping away (chunk_hi) */
+  pages_t pg = {s->start, s->npages, s->chunk_lo, s->chunk_hi, false};
   a->large_allocated -= s->usize;
   a->ndalloc_large++;
   large_unmap(s);
@@ -100,8 +102,8 @@ bool large_resize(span_t *s, size_t size) {
   arena_t *a = arena_get(s->arena);
   if (a->broken) return false;
   bool ok = false;
-  pages_t own = {s->start, s->npages, s->chunk_lo, s->chunk_hi, false};
   nlock_lock(&a->heap_lock);
+  pages_t own = {s->start, s->npages, s->chunk_lo, s->chunk_hi, false}; /* as large_free */
   if (np < s->npages) {
     pages_t tail = {s->start + np * PAGE, s->npages - np, s->chunk_lo, s->chunk_hi, false};
     large_unmap(s);

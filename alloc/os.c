@@ -10,8 +10,10 @@
 #include <cpuid.h>
 #endif
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 /* No MAP_NORESERVE: the kernel's overcommit policy judges every mapping,
  * as it does glibc's, so a request that cannot be backed (malloc(2^40) on
@@ -28,6 +30,16 @@ void *os_map(size_t size) {
 }
 
 void os_unmap(void *p, size_t size) { munmap(p, size); }
+
+/* Fresh pages over part of a range from os_reserve (the rest of a
+ * mapping whose first pages were moved there): a mapping as os_map makes
+ * them, judged by the overcommit policy as they are. */
+bool os_map_at(void *p, size_t size) {
+  int saved = errno;
+  void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  errno = saved;
+  return q != MAP_FAILED;
+}
 
 /* Address space for a mapping to be moved to: PROT_NONE, so it is no
  * commit charge until os_move puts a mapping there. */
@@ -48,6 +60,36 @@ bool os_move(void *p, size_t old, size_t size, void *dest) {
 }
 
 void os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+
+/* Lines of a /proc file, read without allocating; SIZE_MAX if it cannot
+ * be read. The number in it when `number` is set. */
+static size_t os_proc_read(const char *path, bool number) {
+  int saved = errno, fd = open(path, O_RDONLY | O_CLOEXEC);
+  size_t n = 0;
+  char buf[4096];
+  ssize_t got;
+  if (fd < 0) {
+    errno = saved;
+    return SIZE_MAX;
+  }
+  while ((got = read(fd, buf, sizeof buf)) > 0)
+    for (ssize_t i = 0; i < got; i++) {
+      if (!number) n += buf[i] == '\n';
+      else if (buf[i] >= '0' && buf[i] <= '9') n = n * 10 + (size_t)(buf[i] - '0');
+      else goto done;
+    }
+done:
+  close(fd);
+  errno = saved;
+  return n;
+}
+
+size_t os_vma_count(void) { return os_proc_read("/proc/self/maps", false); }
+
+size_t os_vma_max(void) {
+  size_t n = os_proc_read("/proc/sys/vm/max_map_count", true);
+  return n == SIZE_MAX || n == 0 ? 65530 : n; /* the kernel's default */
+}
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */

@@ -11,7 +11,12 @@ void os_unmap(void *p, size_t size);
  * commit charge), give it page-map entries, then move and grow onto it. */
 void *os_reserve(size_t size);
 bool os_move(void *p, size_t old, size_t size, void *dest);
+bool os_map_at(void *p, size_t size); /* fresh pages over reserved ones */
 void os_purge(void *p, size_t size);    /* MADV_DONTNEED: pages read back as 0 */
+/* The process's kernel mappings (lines of /proc/self/maps; SIZE_MAX if it
+ * cannot be read) and the most it may have (vm.max_map_count). */
+size_t os_vma_count(void);
+size_t os_vma_max(void);
 void os_populate(void *p, size_t size); /* fault fresh pages in, in one call */
 uint64_t nalloc_now_ns(void);           /* CLOCK_MONOTONIC */
 /* Time stamps for the lifetimes of sampled blocks (the profiler's
