@@ -118,7 +118,7 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
     span_t *s = tsd->heap->cur[sc_index(size)];
     uint64_t b = span_peek(s);
     if (likely(b != 0)) {
-      uint32_t i = s->cursor * 64 + (uint32_t)ctz64(b);
+      uint32_t i = (uint32_t)(s->cursor - s->bits) * 64 + (uint32_t)ctz64(b);
       void *p = span_take(s, b);
       if (zero) memset(p, 0, size);
       if (unlikely(!(how & PROF_TIMED

@@ -14,7 +14,7 @@
 #include "page_heap.h"
 #include "pagemap.h"
 
-span_t span_none = {.nwords = 1, .bits = {[SPAN_RBITS] = 0}};
+span_t span_none = {.nwords = 1, .cursor = span_none.bits, .bits = {[SPAN_RBITS] = 0}};
 
 /* Records are type-stable: an arena keeps the records of the spans it
  * took back for its next spans (a stale pointer from a racing double free
@@ -40,7 +40,7 @@ static void rec_delete(arena_t *a, span_t *s) {
 }
 
 static void span_set_cursor(span_t *s, unsigned w) {
-  s->cursor = w;
+  s->cursor = &s->bits[w];
   s->wbase = s->start + (uintptr_t)w * 64 * s->slot_size;
 }
 
@@ -110,7 +110,7 @@ span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
   s->slot_size = sc->size;
   s->div_mul = sc->div_mul;
   s->nslots = (uint16_t)nslots;
-  s->nwords = (uint16_t)nwords;
+  s->nwords = (uint8_t)nwords;
   span_set_cursor(s, 0);
   span_init_bits(s);
   arena_list_add(a, s);
@@ -219,7 +219,7 @@ void span_fill_holes(span_t *s) {
 void span_check(span_t *s) {
   if (!NALLOC_DEBUG_ON) return;
   nalloc_assert(s->kind == SPAN_SMALL && s->nslots <= SPAN_MAX_SLOTS);
-  nalloc_assert(s->nwords == (s->nslots + 63) / 64 && s->cursor < s->nwords);
+  nalloc_assert(s->nwords == (s->nslots + 63) / 64 && s->cursor >= s->bits && s->cursor < s->bits + s->nwords);
   uint32_t free_slots = 0, pending = 0;
   for (unsigned w = 0; w < s->nwords; w++) {
     uint64_t f = load_rlx(&s->bits[w]), r = load_rlx(&span_rbits(s)[w]);

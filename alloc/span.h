@@ -47,12 +47,12 @@ static NALLOC_ALWAYS_INLINE uint32_t span_slot(const span_t *s, const void *p, b
 
 /* Owner only. The free slots of the cursor's word (0: none there)... */
 static NALLOC_ALWAYS_INLINE uint64_t span_peek(span_t *s) {
-  return load_rlx(&s->bits[s->cursor]);
+  return load_rlx(s->cursor);
 }
 
 /* ...and the lowest of them, `b` being what span_peek returned. */
 static NALLOC_ALWAYS_INLINE void *span_take(span_t *s, uint64_t b) {
-  store_rlx(&s->bits[s->cursor], b & (b - 1));
+  store_rlx(s->cursor, b & (b - 1));
   s->used++;
   s->nmalloc++;
   uintptr_t p = s->wbase + ctz64(b) * s->slot_size;
@@ -73,10 +73,11 @@ enum { PUSH_DOUBLE = 0, PUSH_OK = 1, PUSH_EMPTY = 2 };
  * slot in use. */
 static NALLOC_ALWAYS_INLINE int span_push(span_t *s, uint32_t i) {
   _Atomic uint64_t *wp = &s->bits[i >> 6];
-  uint64_t bit = (uint64_t)1 << (i & 63);
   uint64_t x = load_rlx(wp);
-  if (unlikely((x | load_rlx(wp + SPAN_RBITS)) & bit)) return PUSH_DOUBLE;
-  store_rlx(wp, x | bit);
+  /* a shift rather than a mask, and bts64: bt and bts, three
+   * instructions fewer than building the mask */
+  if (unlikely(((x | load_rlx(wp + SPAN_RBITS)) >> (i & 63)) & 1)) return PUSH_DOUBLE;
+  store_rlx(wp, bts64(x, i));
   return likely(--s->used != 0) ? PUSH_OK : PUSH_EMPTY;
 }
 
