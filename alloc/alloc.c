@@ -30,6 +30,21 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
   return a != NULL ? arena_shared_alloc(a, cls) : NULL;
 }
 
+void *malloc_dry(span_t *s, int64_t cd, size_t size, bool zero) {
+  tsd_t *tsd = tsd_get();
+  nalloc_assert(tsd->state == TSD_NOMINAL && tsd->heap != &heap_none &&
+                tsd->heap->cur[s->cls] == s && sc_size(s->cls) <= opt_tcache_max);
+  tsd->prof_countdown = cd;
+  void *p = heap_alloc_slow(tsd->heap, s->cls);
+  background_poll(); /* new spans may have asked for the decay thread */
+  if (unlikely(p == NULL)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (zero) memset(p, 0, size);
+  return p;
+}
+
 /* Where a small request goes besides a slot (`own_page`). */
 enum { OWN_NONE, OWN_SAMPLE, OWN_GROWN };
 

@@ -96,7 +96,8 @@ typedef struct span_s {
    * slot (span_unsampled). The same heap tagged (span_fast_tag: bit 0)
    * while such a span of sampled mode (prof_births) holds one: its owner's
    * frees of the other slots push after one look at the slot's record
-   * (free_slot_slow).
+   * (free_slot_slow). The same heap tagged with bit 1 (span_full_tag)
+   * while such a span without a live sample is on its owner's full list.
    * NULL otherwise (and for every other kind of span). */
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
@@ -177,6 +178,13 @@ typedef struct span_s {
 /* owner_fast of a span of owner h with live samples in sampled mode. */
 static inline struct heap_s *span_fast_tag(struct heap_s *h) {
   return (struct heap_s *)((uintptr_t)h | 1);
+}
+/* owner_fast of a span on the full list of thread heap h, with no live
+ * sample: the owner's free takes it straight back to the available list
+ * (free_slot_slow). A sample recorded in it meanwhile (realloc) makes it
+ * h | 3, which no free path tests for: the general path. */
+static inline struct heap_s *span_full_tag(struct heap_s *h) {
+  return (struct heap_s *)((uintptr_t)h | 2);
 }
 
 /* ---- heaps (heap.c) ---------------------------------------------------- */
