@@ -522,13 +522,16 @@ static bool heap_queued(heap_t *h, span_t *s) {
  * half done.
  *
  * The fast paths (span_take, span_push) write a slot's bit and then the
- * span's `used` count, with no flag around them (they are the 28- and
- * 40-instruction paths): a fork from a signal handler between the two
+ * span's `used` count, with no flag around them (they are the 27- and
+ * 38-instruction paths): a fork from a signal handler between the two
  * leaves `used` one off. The bitmaps are the truth (a free slot has its bit
  * set in one of them, `used` counts the rest: remote frees not yet
  * collected, and the current span's phantom allocation), so the child
  * counts again. A slot an interrupted malloc took stays taken: that block
- * is never returned in the child, and leaks there.
+ * is never returned in the child, and leaks there. A move of a current
+ * span's cursor to another word (heap_alloc_slow's, outside `busy` too)
+ * may have stopped between the cursor and its word base: the child sets
+ * both from the cursor again.
  *
  * A remote free of a thread that is gone (or of this thread, interrupted)
  * may have stopped between claiming a span (PUSHING) and storing QUEUED:
@@ -537,6 +540,7 @@ static bool heap_queued(heap_t *h, span_t *s) {
  * goes back to the available list itself. */
 static void recount_one(span_t *s, void *unused) {
   (void)unused;
+  span_set_cursor(s, (unsigned)(s->cursor - s->bits));
   uint32_t free_slots = 0;
   for (unsigned w = 0; w < s->nwords; w++)
     free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
