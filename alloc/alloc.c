@@ -30,13 +30,18 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
   return a != NULL ? arena_shared_alloc(a, cls) : NULL;
 }
 
-void *malloc_dry(span_t *s, int64_t cd, size_t size, bool zero) {
+void *malloc_dry(size_t size, int64_t cd, bool zero) {
   tsd_t *tsd = tsd_get();
-  nalloc_assert(tsd->state == TSD_NOMINAL && tsd->heap != &heap_none &&
-                tsd->heap->cur[s->cls] == s && sc_size(s->cls) <= opt_tcache_max);
+  unsigned cls = sc_index(size);
+  nalloc_assert(tsd->state == TSD_NOMINAL && tsd->heap != &heap_none);
   tsd->prof_countdown = cd;
-  void *p = heap_alloc_slow(tsd->heap, s->cls);
-  background_poll(); /* new spans may have asked for the decay thread */
+  void *p;
+  if (likely(sc_size(cls) <= opt_tcache_max)) {
+    p = heap_alloc_slow(tsd->heap, cls);
+    background_poll(); /* new spans may have asked for the decay thread */
+  } else {
+    p = alloc_small(tsd, cls); /* the arena's shared heap */
+  }
   if (unlikely(p == NULL)) {
     errno = ENOMEM;
     return NULL;
