@@ -30,6 +30,26 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
   return a != NULL ? arena_shared_alloc(a, cls) : NULL;
 }
 
+void *malloc_dry(size_t size, int64_t cd, bool zero) {
+  tsd_t *tsd = tsd_get();
+  unsigned cls = sc_index(size);
+  nalloc_assert(tsd->state == TSD_NOMINAL && tsd->heap != &heap_none);
+  tsd->prof_countdown = cd;
+  void *p;
+  if (likely(sc_size(cls) <= opt_tcache_max)) {
+    p = heap_alloc_slow(tsd->heap, cls);
+    background_poll(); /* new spans may have asked for the decay thread */
+  } else {
+    p = alloc_small(tsd, cls); /* the arena's shared heap */
+  }
+  if (unlikely(p == NULL)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (zero) memset(p, 0, size);
+  return p;
+}
+
 /* Where a small request goes besides a slot (`own_page`). */
 enum { OWN_NONE, OWN_SAMPLE, OWN_GROWN };
 
@@ -118,7 +138,7 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
     span_t *s = tsd->heap->cur[sc_index(size)];
     uint64_t b = span_peek(s);
     if (likely(b != 0)) {
-      uint32_t i = s->cursor * 64 + (uint32_t)ctz64(b);
+      uint32_t i = (uint32_t)(s->cursor - s->bits) * 64 + (uint32_t)ctz64(b);
       void *p = span_take(s, b);
       if (zero) memset(p, 0, size);
       if (unlikely(!(how & PROF_TIMED

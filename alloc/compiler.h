@@ -60,6 +60,13 @@ static inline uint64_t ctz64(uint64_t b) {
   return r;
 }
 
+/* x with bit (i mod 64) set: bts takes the count mod 64 itself, so no
+ * `and` of i as the C shift needs (one instruction on free's fast path). */
+static inline uint64_t bts64(uint64_t x, uint64_t i) {
+  __asm__("bts %1, %0" : "+r"(x) : "r"(i) : "cc");
+  return x;
+}
+
 #ifdef NALLOC_DEBUG
 _Noreturn void nalloc_assert_fail(const char *expr, const char *file, int line);
 #define nalloc_assert(e) \

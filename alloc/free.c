@@ -134,6 +134,16 @@ void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
     if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
     return;
   }
+  /* h's own span on its full list, nothing sampled in it (owner_fast is
+   * never tagged for heap_none): back to the available list. larson -t 1
+   * frees into a full span of its own once in 28 frees. Tested after the
+   * remote case, which it would cost 3 instructions (prodcons -t 2 +1%). */
+  if (load_racy(&s->owner_fast) == span_full_tag(h)) {
+    nalloc_assert(s->list == SL_FULL && owner == h);
+    nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
+    if (unlikely(!heap_free_full(h, s, i))) double_free(fn, p);
+    return;
+  }
   if (!free_small(s, i)) double_free(fn, p);
 }
 

@@ -76,9 +76,14 @@ static void list_remove(span_list_t *l, span_t *s) {
   s->next = s->prev = NULL;
 }
 
+/* The lists are in SL_* order in heap_bin_t: no branches. */
+_Static_assert(offsetof(heap_bin_t, full) == offsetof(heap_bin_t, avail) + sizeof(span_list_t) &&
+                   offsetof(heap_bin_t, empty) == offsetof(heap_bin_t, full) + sizeof(span_list_t) &&
+                   SL_FULL == SL_AVAIL + 1 && SL_EMPTY == SL_FULL + 1,
+               "heap_list indexes the lists by SL_*");
 static span_list_t *heap_list(heap_bin_t *b, uint8_t list) {
   nalloc_assert(list == SL_AVAIL || list == SL_FULL || list == SL_EMPTY);
-  return list == SL_AVAIL ? &b->avail : list == SL_FULL ? &b->full : &b->empty;
+  return &b->avail + (list - SL_AVAIL);
 }
 
 /* A thread heap's spans take fast frees; a shared heap's never do (no
@@ -96,7 +101,8 @@ static void heap_put(heap_t *h, span_t *s, uint8_t list) {
   s->list = list;
   list_append(heap_list(b, list), s);
   if (list == SL_EMPTY) b->nempty++;
-  span_set_fast(s, list == SL_FULL ? NULL : heap_fast(h));
+  if (list == SL_FULL) span_set_full(s, heap_fast(h));
+  else span_set_fast(s, heap_fast(h));
 }
 
 static void heap_take(heap_t *h, span_t *s) {
@@ -248,10 +254,12 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
 
 static void heap_gc(heap_t *h);
 
-void *heap_alloc_slow(heap_t *h, unsigned cls) {
+/* heap_alloc_slow when the current span has no free slot in its free
+ * bitmap, or a sweep is due. */
+static NALLOC_NOINLINE void *heap_alloc_span(heap_t *h, unsigned cls) {
   void *p = NULL;
   h->busy = 1;
-  if (--h->gc_countdown == 0) heap_gc(h);
+  if (h->gc_countdown == 0) heap_gc(h);
   for (;;) {
     span_t *s = h->cur[cls];
     if (s != &span_none) {
@@ -268,6 +276,15 @@ void *heap_alloc_slow(heap_t *h, unsigned cls) {
   }
   h->busy = 0;
   return p;
+}
+
+/* Most often another word of the current span's free bitmap has a free
+ * slot: no list changes (so `busy` stays clear), only the cursor moves. */
+void *heap_alloc_slow(heap_t *h, unsigned cls) {
+  span_t *s = h->cur[cls];
+  if (likely(--h->gc_countdown != 0) && s->used <= s->nslots && span_find_local(s))
+    return span_pop(s);
+  return heap_alloc_span(h, cls);
 }
 
 /* ---- the owner's frees off the fast path ---------------------------- */
@@ -287,6 +304,25 @@ void heap_span_empty(heap_t *h, span_t *s) {
   heap_span_empty_busy(h, s);
   h->busy = 0;
   background_poll(); /* pages given back may have asked for the decay thread */
+}
+
+bool heap_free_full(heap_t *h, span_t *s, uint32_t i) {
+  nalloc_assert(s->list == SL_FULL && h->lock == NULL && span_unsampled(s));
+  h->busy = 1;
+  int r = span_push(s, i);
+  if (r != PUSH_DOUBLE) {
+    heap_bin_t *b = &h->bins[s->cls];
+    span_unwant(s);
+    list_remove(&b->full, s);
+    s->list = SL_AVAIL;
+    list_append(&b->avail, s);
+    /* as span_set_fast: no live sample (span_full_tag), and only h
+     * samples in its spans */
+    store_rlx(&s->owner_fast, h);
+    if (r == PUSH_EMPTY) heap_span_empty_busy(h, s);
+  }
+  h->busy = 0;
+  return r != PUSH_DOUBLE;
 }
 
 bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {
@@ -486,13 +522,16 @@ static bool heap_queued(heap_t *h, span_t *s) {
  * half done.
  *
  * The fast paths (span_take, span_push) write a slot's bit and then the
- * span's `used` count, with no flag around them (they are the 28- and
- * 40-instruction paths): a fork from a signal handler between the two
+ * span's `used` count, with no flag around them (they are the 27- and
+ * 38-instruction paths): a fork from a signal handler between the two
  * leaves `used` one off. The bitmaps are the truth (a free slot has its bit
  * set in one of them, `used` counts the rest: remote frees not yet
  * collected, and the current span's phantom allocation), so the child
  * counts again. A slot an interrupted malloc took stays taken: that block
- * is never returned in the child, and leaks there.
+ * is never returned in the child, and leaks there. A move of a current
+ * span's cursor to another word (heap_alloc_slow's, outside `busy` too)
+ * may have stopped between the cursor and its word base: the child sets
+ * both from the cursor again.
  *
  * A remote free of a thread that is gone (or of this thread, interrupted)
  * may have stopped between claiming a span (PUSHING) and storing QUEUED:
@@ -501,6 +540,7 @@ static bool heap_queued(heap_t *h, span_t *s) {
  * goes back to the available list itself. */
 static void recount_one(span_t *s, void *unused) {
   (void)unused;
+  span_set_cursor(s, (unsigned)(s->cursor - s->bits));
   uint32_t free_slots = 0;
   for (unsigned w = 0; w < s->nwords; w++)
     free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));

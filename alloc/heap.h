@@ -41,6 +41,9 @@ void *heap_alloc_slow(heap_t *h, unsigned cls);
 /* The owner frees slot i of s outside the fast path: s is on the full
  * list or holds sampled slots. False: a double free (nothing changed). */
 bool heap_free_owned(heap_t *h, span_t *s, uint32_t i);
+/* heap_free_owned of a span whose owner_fast is span_full_tag(h): on the
+ * full list of thread heap h, no live sample. */
+bool heap_free_full(heap_t *h, span_t *s, uint32_t i);
 /* The owner's free made s empty. */
 void heap_span_empty(heap_t *h, span_t *s);
 /* A remote free announces full span s to its owner h (any thread). */

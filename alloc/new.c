@@ -33,9 +33,21 @@ static NALLOC_NOINLINE void *new_slow(size_t size, size_t align, bool nothrow,
   }
 }
 
-static NALLOC_ALWAYS_INLINE void *new_impl(size_t size, size_t align, bool nothrow) {
-  void *p = align <= 16 ? entry_alloc_fast(size, false) : NULL;
+/* A dry current span (entry_alloc_try): the heap's next slot, else (no
+ * memory) the new handler's loop. Reached by a tail call, so its frame's
+ * return address is the program's. */
+static NALLOC_NOINLINE void *new_dry(size_t size, int64_t cd, bool nothrow) {
+  void *p = malloc_dry(size, cd, false);
   if (likely(p != NULL)) return p;
+  return new_slow(size, 0, nothrow, __builtin_frame_address(0));
+}
+
+static NALLOC_ALWAYS_INLINE void *new_impl(size_t size, size_t align, bool nothrow) {
+  bool dry = false;
+  int64_t cd = 0;
+  void *p = align <= 16 ? entry_alloc_try(size, false, &dry, &cd) : NULL;
+  if (likely(p != NULL)) return p;
+  if (dry) return new_dry(size, cd, nothrow);
   return new_slow(size, align, nothrow, __builtin_frame_address(0));
 }
 

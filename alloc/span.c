@@ -14,7 +14,7 @@
 #include "page_heap.h"
 #include "pagemap.h"
 
-span_t span_none = {.nwords = 1, .bits = {[SPAN_RBITS] = 0}};
+span_t span_none = {.nwords = 1, .cursor = span_none.bits, .bits = {[SPAN_RBITS] = 0}};
 
 /* Records are type-stable: an arena keeps the records of the spans it
  * took back for its next spans (a stale pointer from a racing double free
@@ -39,10 +39,6 @@ static void rec_delete(arena_t *a, span_t *s) {
   a->small_recs = s;
 }
 
-static void span_set_cursor(span_t *s, unsigned w) {
-  s->cursor = w;
-  s->wbase = s->start + (uintptr_t)w * 64 * s->slot_size;
-}
 
 static void span_init_bits(span_t *s) {
   for (unsigned w = 0; w < s->nwords; w++) {
@@ -110,7 +106,7 @@ span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
   s->slot_size = sc->size;
   s->div_mul = sc->div_mul;
   s->nslots = (uint16_t)nslots;
-  s->nwords = (uint16_t)nwords;
+  s->nwords = (uint8_t)nwords;
   span_set_cursor(s, 0);
   span_init_bits(s);
   arena_list_add(a, s);
@@ -216,10 +212,9 @@ void span_fill_holes(span_t *s) {
   if (s->nholes) span_forget_holes(s);
 }
 
-void span_check(span_t *s) {
-  if (!NALLOC_DEBUG_ON) return;
+void span_check_debug(span_t *s) {
   nalloc_assert(s->kind == SPAN_SMALL && s->nslots <= SPAN_MAX_SLOTS);
-  nalloc_assert(s->nwords == (s->nslots + 63) / 64 && s->cursor < s->nwords);
+  nalloc_assert(s->nwords == (s->nslots + 63) / 64 && s->cursor >= s->bits && s->cursor < s->bits + s->nwords);
   uint32_t free_slots = 0, pending = 0;
   for (unsigned w = 0; w < s->nwords; w++) {
     uint64_t f = load_rlx(&s->bits[w]), r = load_rlx(&span_rbits(s)[w]);
@@ -237,10 +232,11 @@ void span_check(span_t *s) {
   nalloc_assert(pagemap_get((void *)(span_end(s) - 1)) == s);
 }
 
-uint32_t span_collect(span_t *s) {
+/* span_collect from word w0 on, the first with remote frees. */
+static NALLOC_NOINLINE uint32_t span_collect_from(span_t *s, unsigned w0) {
   _Atomic uint64_t *rb = span_rbits(s);
   uint32_t n = 0;
-  for (unsigned w = 0; w < s->nwords; w++) {
+  for (unsigned w = w0; w < s->nwords; w++) {
     if (load_rlx(&rb[w]) == 0) continue;
     uint64_t r = atomic_exchange_explicit(&rb[w], 0, memory_order_acquire);
     nalloc_assert((load_rlx(&s->bits[w]) & r) == 0);
@@ -252,17 +248,24 @@ uint32_t span_collect(span_t *s) {
   return n;
 }
 
-static bool span_find_local(span_t *s) {
+/* The look for remote frees apart from their collection (which calls
+ * popcount, a libgcc call without -mpopcnt, and saves every register): a
+ * span that ran dry in a thread that frees its own blocks has none. */
+uint32_t span_collect(span_t *s) {
+  _Atomic uint64_t *rb = span_rbits(s);
   for (unsigned w = 0; w < s->nwords; w++)
-    if (load_rlx(&s->bits[w]) != 0) {
-      span_set_cursor(s, w);
-      return true;
-    }
-  return false;
+    if (load_rlx(&rb[w]) != 0) return span_collect_from(s, w);
+  return 0;
 }
 
+/* `used` counts the current span's phantom allocation and the remote
+ * frees not yet collected: above nslots, the free bitmap is all zero, and
+ * only the remote bitmap is worth a look (a span that ran dry is full, so
+ * this skips a scan of up to 16 words on most of them). */
 bool span_find(span_t *s) {
-  return span_find_local(s) || (span_collect(s) && span_find_local(s));
+  nalloc_assert(s->list == SL_CUR);
+  if (s->used <= s->nslots && span_find_local(s)) return true;
+  return span_collect(s) && span_find_local(s);
 }
 
 static bool span_remote_any(span_t *s) {
@@ -297,11 +300,6 @@ bool span_want(span_t *s) {
   return false;
 }
 
-/* The wish stays: taking it back would cost an atomic operation on every
- * span the owner frees into while it is full, which a single-threaded
- * program does all the time. A remote free into the span meanwhile just
- * announces it once; the drain skips a span no longer on the full list. */
-void span_unwant(span_t *s) { (void)s; }
 
 bool span_quiet(span_t *s) {
   for (;;) {

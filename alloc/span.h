@@ -39,20 +39,21 @@ static inline uintptr_t span_end(const span_t *s) { return s->start + s->npages 
  * bits 20..39 of the product are zero exactly at slot starts. (Other kinds
  * of span have div_mul 0: every p passes, and their owner_fast is NULL.) */
 #define SPAN_SLOT_MASK ((((uint64_t)1 << SC_DIV_SHIFT) - 1) & ~(uint64_t)(SPAN_MAX_BYTES - 1))
-static NALLOC_ALWAYS_INLINE uint32_t span_slot(const span_t *s, const void *p, bool *ok) {
+static NALLOC_ALWAYS_INLINE uintptr_t span_slot(const span_t *s, const void *p, bool *ok) {
   uint64_t prod = ((uintptr_t)p - s->start) * s->div_mul;
   *ok = (prod & SPAN_SLOT_MASK) == 0;
-  return (uint32_t)(prod >> SC_DIV_SHIFT);
+  return (uintptr_t)(prod >> SC_DIV_SHIFT); /* not narrowed: free's fast
+                                               path keeps one register */
 }
 
 /* Owner only. The free slots of the cursor's word (0: none there)... */
 static NALLOC_ALWAYS_INLINE uint64_t span_peek(span_t *s) {
-  return load_rlx(&s->bits[s->cursor]);
+  return load_rlx(s->cursor);
 }
 
 /* ...and the lowest of them, `b` being what span_peek returned. */
 static NALLOC_ALWAYS_INLINE void *span_take(span_t *s, uint64_t b) {
-  store_rlx(&s->bits[s->cursor], b & (b - 1));
+  store_rlx(s->cursor, b & (b - 1));
   s->used++;
   s->nmalloc++;
   uintptr_t p = s->wbase + ctz64(b) * s->slot_size;
@@ -66,17 +67,34 @@ static NALLOC_ALWAYS_INLINE void *span_pop(span_t *s) {
   return likely(b != 0) ? span_take(s, b) : NULL;
 }
 
+static inline void span_set_cursor(span_t *s, unsigned w) {
+  s->cursor = &s->bits[w];
+  s->wbase = s->start + (uintptr_t)w * 64 * s->slot_size;
+}
+
+/* Owner only: points the cursor at the lowest word of the free bitmap
+ * with a free slot; false if there is none (remote frees not looked at). */
+static inline bool span_find_local(span_t *s) {
+  for (unsigned w = 0; w < s->nwords; w++)
+    if (load_rlx(&s->bits[w]) != 0) {
+      span_set_cursor(s, w);
+      return true;
+    }
+  return false;
+}
+
 enum { PUSH_DOUBLE = 0, PUSH_OK = 1, PUSH_EMPTY = 2 };
 
 /* Owner only: frees slot i. PUSH_DOUBLE (nothing changed) when the slot
  * is already free, locally or remotely; PUSH_EMPTY when it was the last
  * slot in use. */
-static NALLOC_ALWAYS_INLINE int span_push(span_t *s, uint32_t i) {
+static NALLOC_ALWAYS_INLINE int span_push(span_t *s, uintptr_t i) {
   _Atomic uint64_t *wp = &s->bits[i >> 6];
-  uint64_t bit = (uint64_t)1 << (i & 63);
   uint64_t x = load_rlx(wp);
-  if (unlikely((x | load_rlx(wp + SPAN_RBITS)) & bit)) return PUSH_DOUBLE;
-  store_rlx(wp, x | bit);
+  /* a shift rather than a mask, and bts64: bt and bts, three
+   * instructions fewer than building the mask */
+  if (unlikely(((x | load_rlx(wp + SPAN_RBITS)) >> (i & 63)) & 1)) return PUSH_DOUBLE;
+  store_rlx(wp, bts64(x, i));
   return likely(--s->used != 0) ? PUSH_OK : PUSH_EMPTY;
 }
 
@@ -92,8 +110,9 @@ static inline bool span_slot_live(span_t *s, uint32_t i) {
 span_t *span_create(arena_t *a, unsigned cls, size_t npages);
 /* Gives an empty span's pages back to its arena. */
 void span_destroy(span_t *s);
-/* Owner only: points the cursor at a word with a free slot, collecting
- * remote frees if the free bitmap has none. False: the span is full. */
+/* Owner only, s its current span: points the cursor at a word with a
+ * free slot, collecting remote frees if the free bitmap has none. False:
+ * the span is full. */
 bool span_find(span_t *s);
 /* Owner only: moves remote frees into the free bitmap; returns how many. */
 uint32_t span_collect(span_t *s);
@@ -106,8 +125,12 @@ bool span_push_remote(span_t *s, uint32_t i);
  * if the span is full: it will come back through the queue. */
 bool span_want(span_t *s);
 /* Owner only: the span is usable again without a remote free (one of the
- * owner's own frees); takes back the wish. */
-void span_unwant(span_t *s);
+ * owner's own frees); takes back the wish. It stays: taking it back would
+ * cost an atomic operation on every span the owner frees into while it
+ * is full, which a single-threaded program does all the time. A remote
+ * free into the span meanwhile just announces it once; the drain skips a
+ * span no longer on the full list. */
+static inline void span_unwant(span_t *s) { (void)s; }
 /* Owner only, before giving back a span that emptied: no remote free may
  * announce it any more. A remote free reads notify after setting its bit,
  * and may be held up in between (preempted, or running a signal handler
@@ -138,7 +161,10 @@ void span_fill_holes(span_t *s);
 /* Debug build: the bitmaps and the count agree (free + remote-pending +
  * used = slots, the current span's phantom allocation included), and s is
  * what the page map says for its pages. Owner only. */
-void span_check(span_t *s);
+void span_check_debug(span_t *s);
+static inline void span_check(span_t *s) {
+  if (NALLOC_DEBUG_ON) span_check_debug(s);
+}
 /* No slot of s holds a sample: never one, or (sampled mode, whose spans
  * keep births: sample.c) none live now. Only the owner records samples in
  * its span, so what it reads here stays true until it samples again. */
@@ -155,6 +181,11 @@ static inline void span_set_fast(span_t *s, struct heap_s *h) {
   if (h != NULL && !span_unsampled(s))
     f = load_rlx(&s->prof_births) ? span_fast_tag(h) : NULL;
   store_rlx(&s->owner_fast, f);
+}
+/* owner_fast of a span going onto the full list of h (NULL: a shared
+ * heap): span_full_tag(h) unless a slot holds a sample. */
+static inline void span_set_full(span_t *s, struct heap_s *h) {
+  store_rlx(&s->owner_fast, h != NULL && span_unsampled(s) ? span_full_tag(h) : NULL);
 }
 
 #endif

@@ -96,19 +96,23 @@ typedef struct span_s {
    * slot (span_unsampled). The same heap tagged (span_fast_tag: bit 0)
    * while such a span of sampled mode (prof_births) holds one: its owner's
    * frees of the other slots push after one look at the slot's record
-   * (free_slot_slow).
+   * (free_slot_slow). The same heap tagged with bit 1 (span_full_tag)
+   * while such a span without a live sample is on its owner's full list.
    * NULL otherwise (and for every other kind of span). */
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
    * statistics read them racily (arena_stats). */
   uint32_t used;           /* slots allocated; remote frees not yet
                               collected still count */
-  uint32_t cursor;         /* word of `bits` where pop looks first */
+  uint16_t nslots;         /* SPAN_SMALL */
+  uint8_t nwords;          /* SPAN_SMALL: at most SPAN_MAX_WORDS */
+  _Atomic uint8_t notify;  /* SN_* */
+  /* The word of `bits` where pop looks first: a pointer, not an index,
+   * so that malloc's fast path reads it with one load and no address
+   * arithmetic (one instruction a malloc). */
+  _Atomic uint64_t *cursor;
   uintptr_t wbase;         /* address of the cursor word's first slot */
   uint64_t nmalloc;        /* slots handed out since the span was made */
-  uint16_t nslots, nwords; /* SPAN_SMALL */
-  uint8_t list;            /* SL_*: owner-private */
-  _Atomic uint8_t notify;  /* SN_* */
 
   /* Line 1 on: the rest. */
   size_t npages;
@@ -142,6 +146,7 @@ typedef struct span_s {
                                    record with bit 0 set has one) */
   uint8_t sample_run;           /* SPAN_LARGE, SPAN_KEPT: the page run of a
                                    sampled small block (sample_run.c) */
+  uint8_t list;                 /* SPAN_SMALL: SL_*, owner-private */
   _Atomic uint16_t prof_live;   /* SPAN_SMALL with prof_births: records that
                                    may be live (raised before a record is
                                    written, lowered after it is cleared):
@@ -173,6 +178,13 @@ typedef struct span_s {
 /* owner_fast of a span of owner h with live samples in sampled mode. */
 static inline struct heap_s *span_fast_tag(struct heap_s *h) {
   return (struct heap_s *)((uintptr_t)h | 1);
+}
+/* owner_fast of a span on the full list of thread heap h, with no live
+ * sample: the owner's free takes it straight back to the available list
+ * (free_slot_slow). A sample recorded in it meanwhile (realloc) makes it
+ * h | 3, which no free path tests for: the general path. */
+static inline struct heap_s *span_full_tag(struct heap_s *h) {
+  return (struct heap_s *)((uintptr_t)h | 2);
 }
 
 /* ---- heaps (heap.c) ---------------------------------------------------- */
@@ -326,7 +338,8 @@ _Static_assert(SPAN_MAX_SLOTS % 64 == 0 && SPAN_MAX_WORDS <= 16,
                "bitmap words");
 _Static_assert(SC_NSMALL < 256, "a class fits in span_t.cls");
 _Static_assert(ARENAS_MAX <= 65536, "an arena index fits in span_t.arena");
-_Static_assert(offsetof(span_t, notify) < CACHELINE,
-               "free's fast path reads one line of the span record");
+_Static_assert(offsetof(span_t, notify) < CACHELINE &&
+                   offsetof(span_t, nmalloc) + 8 <= CACHELINE,
+               "free's and malloc's fast paths read one line of the span record");
 
 #endif

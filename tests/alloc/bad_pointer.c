@@ -195,6 +195,20 @@ static void double_free_other_then_owner(void) {
   A_FREE(a);
 }
 
+/* freed by another thread while its span is full (the owner moved on to
+ * later spans, so the span is on its full list), then by its owner: the
+ * owner's free into its own full span takes a way of its own
+ * (heap_free_full), which must check the remote bitmap too */
+static void double_free_full_span(void) {
+  enum { N = 256 };
+  static void *v[N];
+  for (int i = 0; i < N; i++) CHECK((v[i] = A_MALLOC(1000)) != NULL);
+  void *volatile a = v[0];
+  free_in_thread(a);
+  expect("free", a, "double free");
+  A_FREE(a);
+}
+
 /* freed twice by two other threads (both remote) */
 static void double_free_two_others(void) {
   void *volatile a = A_MALLOC(64), *volatile b = A_MALLOC(64);
@@ -407,6 +421,8 @@ int main(void) {
       {"free(a); flush; free(a)", double_free_flush_between, true},
       {"free(a) by its owner, then by another thread", double_free_owner_then_other, true},
       {"free(a) by another thread, then by its owner", double_free_other_then_owner, true},
+      {"free(a) by another thread while its span is full, then by its owner",
+       double_free_full_span, true},
       {"free(a) by two other threads", double_free_two_others, true},
       {"free(a) remotely, collected by the owner, free(a)", double_free_remote_collected, true},
       {"double free of an exited thread's block", double_free_exited_owner, true},
