@@ -424,9 +424,9 @@ static void gc_one(span_t *s, void *vh) {
     trim_one(s, vh);
 }
 
-/* `sweep`: an idle sweep, which counts a class's idle sweeps; else a look
- * between two sweeps as the heap grows, which purges for a class idle
- * since the last sweep that would at the next one. */
+/* `sweep`: an idle sweep, which counts a class's idle sweeps. Else a look
+ * between two sweeps as the heap grows: a class idle since the last sweep
+ * has its holes purged now if the next sweep would purge them. */
 static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
   /* span_none reads as idle, and a class that changed current spans
    * since the last sweep as busy */
