@@ -113,9 +113,11 @@ static void heap_take(heap_t *h, span_t *s) {
   s->list = SL_NONE;
 }
 
-static void heap_fill_holes(heap_t *h, span_t *s) {
+/* A span with holes becomes current again: its class waits twice as many
+ * idle sweeps before the next purge. */
+static void heap_holes_back(heap_t *h, span_t *s) {
   heap_bin_t *b = &h->bins[s->cls];
-  span_fill_holes(s);
+  span_forget_holes(s);
   if (heap_holes_after(b) < HEAP_HOLES_AFTER_MAX)
     b->holes_after = (uint8_t)(2 * heap_holes_after(b));
 }
@@ -127,7 +129,7 @@ static void heap_set_cur(heap_t *h, span_t *s) {
   nalloc_assert(s->list == SL_NONE && h->cur[s->cls] == &span_none);
   s->list = SL_CUR;
   s->used++;
-  if (s->nholes) heap_fill_holes(h, s);
+  if (s->nholes) heap_holes_back(h, s);
   span_set_fast(s, heap_fast(h));
   h->cur[s->cls] = s;
 }

@@ -39,7 +39,6 @@ static void rec_delete(arena_t *a, span_t *s) {
   a->small_recs = s;
 }
 
-
 static void span_init_bits(span_t *s) {
   for (unsigned w = 0; w < s->nwords; w++) {
     unsigned lo = w * 64; /* slots lo..lo+63: all, some or none exist */
@@ -80,8 +79,6 @@ static void span_populate(arena_t *a, span_t *s, const pages_t *pg, bool later,
   a->pop_lo = *from;
   a->pop_hi = *to;
 }
-
-static void span_forget_holes(span_t *s);
 
 span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
   const sc_info_t *sc = &sc_info[cls];
@@ -197,19 +194,12 @@ void span_purge_holes(span_t *s, bool always) {
   s->nholes = (uint16_t)holes;
 }
 
-static void span_forget_holes(span_t *s) {
+void span_forget_holes(span_t *s) {
+  nalloc_assert(s->nholes > 0);
   arena_t *a = arena_get(s->arena);
   atomic_fetch_sub_explicit(&a->npages_holes, s->nholes, memory_order_relaxed);
   s->nholes = 0;
   s->holes_used = 0;
-}
-
-void span_fill_holes(span_t *s) {
-  /* They fault back in as the owner writes slots there. Not faulted in
-   * at once (MADV_POPULATE_WRITE over the purged pages): a class that
-   * comes back in a short burst would fault in pages it leaves unused
-   * (bench-random -t 2 peak 94.3 -> 106.1 MB). */
-  if (s->nholes) span_forget_holes(s);
 }
 
 void span_check_debug(span_t *s) {
@@ -299,7 +289,6 @@ bool span_want(span_t *s) {
   span_collect(s);
   return false;
 }
-
 
 bool span_quiet(span_t *s) {
   for (;;) {
