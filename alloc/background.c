@@ -26,6 +26,7 @@
 
 #include "arena.h"
 #include "background.h"
+#include "heap.h"
 #include "log.h"
 #include "page_heap.h"
 #include "os.h"
@@ -86,10 +87,20 @@ static const conf_entry_t background_conf_rows[] = {
 const conf_table_t background_conf_table = {background_conf_rows,
                                             ARRAY_LEN(background_conf_rows)};
 
+/* Every half dirty_decay_ms the thread also looks at the thread heaps
+ * (heap_idle_sweep): one that entered no slow path since the previous
+ * look gives back the free pages of its spans, so an idle thread's free
+ * memory goes back between half and all of dirty_decay_ms after its last
+ * slow path, as freed page runs do. A wake-up per half period, whether or
+ * not there is anything to do: a walk of the heap registry. */
+static uint64_t bg_sweep_ns(void) { return (uint64_t)opt_dirty_decay_ms * 500000u; }
+
 static void *background_main(void *arg) {
   (void)arg;
   prctl(PR_SET_NAME, "nalloc-decay"); /* one call (naming it from outside opens /proc) */
+  uint64_t sweep_at = nalloc_now_ns() + bg_sweep_ns();
   uint64_t next = bg_decay_all();
+  if (next > sweep_at) next = sweep_at;
   for (;;) {
     /* Publish the wake-up time, then look again: a free that set an
      * earlier time before this store is seen here, one after it sees the
@@ -104,7 +115,13 @@ static void *background_main(void *arg) {
     }
     /* woken early (a free, a parked span): walk only when something is
      * due, so that a parked span waits its time for the next thread */
-    next = nalloc_now_ns() >= due ? bg_decay_all() : due;
+    uint64_t now = nalloc_now_ns();
+    if (now >= sweep_at) {
+      heap_idle_sweep();
+      sweep_at = now + bg_sweep_ns();
+    }
+    next = now >= due ? bg_decay_all() : due;
+    if (next > sweep_at) next = sweep_at;
   }
   return NULL;
 }

@@ -3,11 +3,15 @@
  * giving every span back (thread exit, flush, arena move, fork child).
  *
  * Everything here runs in the owning thread (or under a shared heap's
- * lock) but heap_queue_push, which any thread calls. `busy` is set around
- * every change to the lists, so that a fork child can tell a heap that a
- * signal handler's fork interrupted mid-update. */
+ * lock) but heap_queue_push, which any thread calls, and heap_idle_sweep,
+ * which the decay thread calls. Every change to the lists, and to spans
+ * other than the current ones, is made between heap_enter and heap_leave
+ * (`busy`): so that the decay thread can look at an idle heap's spans,
+ * and a fork child can tell a heap that a signal handler's fork
+ * interrupted mid-update. */
 #include "heap.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "arena.h"
@@ -55,7 +59,10 @@ const conf_table_t heap_conf_table = {heap_conf_rows, ARRAY_LEN(heap_conf_rows)}
 heap_t heap_none = {.cur = {[0 ... SC_NSMALL - 1] = &span_none}};
 
 static nlock_t heaps_lock = NLOCK_INITIALIZER(LOCK_HEAPS);
-static heap_t *heaps_all;  /* every heap ever made (heaps_lock to add) */
+/* every heap ever made (heaps_lock to add; read without it by the decay
+ * thread: records are never freed, and next_all is set before a record
+ * is published) */
+static _Atomic(heap_t *) heaps_all;
 static heap_t *heaps_free; /* heaps of exited threads, for new ones */
 
 /* ---- owner-private span lists ------------------------------------------ */
@@ -144,6 +151,25 @@ static void heap_clear_cur(heap_t *h, span_t *s) {
 
 /* ---- registry ---------------------------------------------------------- */
 
+/* Enters a slow path of h: its lists and its spans other than the current
+ * ones may change until heap_leave. The decay thread's look at an idle
+ * heap (heap_idle_sweep) is kept out the same way: each side marks
+ * itself, then reads the other's mark, both sequentially consistent
+ * (Dekker's pattern), so they never both go on. The decay thread gives
+ * way when it sees the owner; the owner waits out a look in progress
+ * (one class's spans of a heap that had been idle). `busy` counts, so
+ * that a slow path of a signal handler inside another leaves it set. */
+static void heap_enter(heap_t *h) {
+  atomic_store(&h->busy, (uint8_t)(load_rlx(&h->busy) + 1));
+  while (unlikely(atomic_load(&h->sweeping))) sched_yield();
+  h->nslow++;
+}
+
+static void heap_leave(heap_t *h) {
+  nalloc_assert(load_rlx(&h->busy) > 0);
+  atomic_store_explicit(&h->busy, (uint8_t)(load_rlx(&h->busy) - 1), memory_order_release);
+}
+
 heap_t *heap_create(arena_t *a) {
   nlock_lock(&heaps_lock);
   heap_t *h = heaps_free;
@@ -152,10 +178,11 @@ heap_t *heap_create(arena_t *a) {
   if (h == NULL) {
     if ((h = base_alloc(sizeof *h)) == NULL) return NULL;
     nlock_lock(&heaps_lock);
-    h->next_all = heaps_all;
-    heaps_all = h;
+    h->next_all = load_rlx(&heaps_all);
+    atomic_store_explicit(&heaps_all, h, memory_order_release);
     nlock_unlock(&heaps_lock);
   }
+  heap_enter(h); /* the decay thread may be looking at the record */
   memset(h->bins, 0, sizeof h->bins);
   memset(h->sruns, 0, sizeof h->sruns);
   h->srun_pages = 0;
@@ -163,16 +190,19 @@ heap_t *heap_create(arena_t *a) {
   for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   h->arena = a; /* lock stays NULL: only arenas' shared heaps have one */
-  h->busy = 0;
   h->live = 1;
   h->gc_countdown = HEAP_GC_EVERY;
   h->holes_countdown = HEAP_HOLES_GROW;
+  h->idle_seen = h->nslow - 1; /* not idle before its first slow path */
+  heap_leave(h);
   return h;
 }
 
 void heap_destroy(heap_t *h) {
+  heap_enter(h);
   heap_flush(h);
   h->live = 0;
+  heap_leave(h);
   nlock_lock(&heaps_lock);
   h->next_free = heaps_free;
   heaps_free = h;
@@ -260,7 +290,7 @@ static void heap_gc(heap_t *h);
  * bitmap, or a sweep is due. */
 static NALLOC_NOINLINE void *heap_alloc_span(heap_t *h, unsigned cls) {
   void *p = NULL;
-  h->busy = 1;
+  heap_enter(h);
   if (h->gc_countdown == 0) heap_gc(h);
   for (;;) {
     span_t *s = h->cur[cls];
@@ -276,7 +306,7 @@ static NALLOC_NOINLINE void *heap_alloc_span(heap_t *h, unsigned cls) {
     if ((s = heap_next(h, cls)) == NULL) break;
     heap_set_cur(h, s);
   }
-  h->busy = 0;
+  heap_leave(h);
   return p;
 }
 
@@ -302,15 +332,15 @@ static void heap_span_empty_busy(heap_t *h, span_t *s) {
 }
 
 void heap_span_empty(heap_t *h, span_t *s) {
-  h->busy = 1;
+  heap_enter(h);
   heap_span_empty_busy(h, s);
-  h->busy = 0;
+  heap_leave(h);
   background_poll(); /* pages given back may have asked for the decay thread */
 }
 
 bool heap_free_full(heap_t *h, span_t *s, uint32_t i) {
   nalloc_assert(s->list == SL_FULL && h->lock == NULL && span_unsampled(s));
-  h->busy = 1;
+  heap_enter(h);
   int r = span_push(s, i);
   if (r != PUSH_DOUBLE) {
     heap_bin_t *b = &h->bins[s->cls];
@@ -323,12 +353,12 @@ bool heap_free_full(heap_t *h, span_t *s, uint32_t i) {
     store_rlx(&s->owner_fast, h);
     if (r == PUSH_EMPTY) heap_span_empty_busy(h, s);
   }
-  h->busy = 0;
+  heap_leave(h);
   return r != PUSH_DOUBLE;
 }
 
 bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {
-  h->busy = 1;
+  heap_enter(h);
   int r = span_push(s, i);
   if (r != PUSH_DOUBLE) {
     if (s->list == SL_FULL) { /* a slot again: back to the available list */
@@ -338,7 +368,7 @@ bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {
     }
     if (r == PUSH_EMPTY) heap_span_empty_busy(h, s);
   }
-  h->busy = 0;
+  heap_leave(h);
   return r != PUSH_DOUBLE;
 }
 
@@ -388,10 +418,10 @@ static void trim_one(span_t *s, void *vh) {
 }
 
 void heap_trim(heap_t *h) {
-  h->busy = 1;
+  heap_enter(h);
   heap_drain(h);
   heap_each(h, trim_one, h, false);
-  h->busy = 0;
+  heap_leave(h);
 }
 
 /* The idle sweep, every HEAP_GC_EVERY slow paths, per class the heap
@@ -491,14 +521,14 @@ static void give_back_one(span_t *s, void *vg) {
  * emptied in between: no announcement can be in flight once the first
  * span leaves. */
 static void heap_flush_as(heap_t *h, bool alone) {
-  h->busy = 1;
+  heap_enter(h);
   heap_each(h, orphan_one, &alone, false);
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   give_back_t g = {h, NULL, NULL};
   heap_each(h, give_back_one, &g, true);
   if (g.head != NULL) arena_abandon_list(h->arena, g.head);
   sample_run_flush(h);
-  h->busy = 0;
+  heap_leave(h);
 }
 
 void heap_flush(heap_t *h) { heap_flush_as(h, false); }
@@ -512,6 +542,60 @@ void heap_move(heap_t *h, arena_t *to) {
 
 void heap_prefork(void) { nlock_prefork(&heaps_lock); }
 void heap_postfork_parent(void) { nlock_postfork_parent(&heaps_lock); }
+
+/* ---- the decay thread's look at idle heaps ----------------------------- */
+
+/* Claims h for the decay thread (heap_enter's other side): false, and
+ * nothing claimed, while its owner is in a slow path. */
+static bool heap_claim(heap_t *h) {
+  atomic_store(&h->sweeping, 1);
+  if (atomic_load(&h->busy) == 0) return true;
+  atomic_store_explicit(&h->sweeping, 0, memory_order_release);
+  return false;
+}
+
+static void heap_unclaim(heap_t *h) {
+  atomic_store_explicit(&h->sweeping, 0, memory_order_release);
+}
+
+/* Class c of a claimed idle heap: the free pages of its available spans
+ * and of its kept empty one. Not the current span, which the owner's fast
+ * path takes slots of without entering the heap, nor full ones, whose
+ * free slots (remote frees) only the owner may collect. */
+static void idle_class(heap_t *h, unsigned c) {
+  heap_bin_t *b = &h->bins[c];
+  for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_idle(s);
+  for (span_t *s = b->empty.head; s != NULL; s = s->next) span_purge_idle(s);
+}
+
+/* A heap the decay thread finds with no slow path since its last look is
+ * idle: its thread may be blocked, or busy with its own work, and call
+ * nalloc again in a second or never. Its owner purges holes in its own
+ * sweeps (heap_gc_holes), so without this an idle thread would keep every
+ * free page of its spans (bench-idle: a thread that frees 90% of 500 MiB
+ * at random and sleeps kept 277 MiB of them). The look claims the heap
+ * one class at a time, and stops when the owner comes back. */
+void heap_idle_sweep(void) {
+  for (heap_t *h = atomic_load_explicit(&heaps_all, memory_order_acquire); h != NULL;
+       h = h->next_all) {
+    if (!heap_claim(h)) continue;
+    bool idle = h->live && h->nslow == h->idle_seen;
+    uint32_t seen = h->idle_seen = h->nslow;
+    uint64_t touched[ARRAY_LEN(h->touched)];
+    memcpy(touched, h->touched, sizeof touched);
+    heap_unclaim(h);
+    for (unsigned w = 0; idle && w < ARRAY_LEN(touched); w++)
+      for (uint64_t m = touched[w]; idle && m != 0; m &= m - 1) {
+        if (!heap_claim(h)) {
+          idle = false;
+          break;
+        }
+        idle = h->nslow == seen; /* not back, nor gone and made anew */
+        if (idle) idle_class(h, w * 64 + (unsigned)__builtin_ctzll(m));
+        heap_unclaim(h);
+      }
+  }
+}
 
 static bool heap_queued(heap_t *h, span_t *s) {
   for (span_t *q = atomic_load_explicit(&h->rqueue, memory_order_relaxed); q; q = q->rnext)
@@ -568,7 +652,10 @@ void heap_postfork_child(heap_t *mine) {
   bool broken = nlock_postfork_child(&heaps_lock);
   if (mine != &heap_none && !mine->busy) heap_each(mine, repair_one, mine, false);
   if (broken) heaps_free = NULL; /* mid-update: what it held is lost */
-  for (heap_t *h = heaps_all; h != NULL; h = h->next_all) {
+  for (heap_t *h = load_rlx(&heaps_all); h != NULL; h = h->next_all) {
+    /* the decay thread is gone, maybe in the middle of a look (the span it
+     * looked at may count fewer holes than it has purged: stats only) */
+    atomic_store_explicit(&h->sweeping, 0, memory_order_relaxed);
     if (h == mine || !h->live || h->lock != NULL) continue;
     h->live = 0;
     if (h->busy) continue; /* mid-update in a thread that is gone: dropped */

@@ -49,6 +49,10 @@ void heap_span_empty(heap_t *h, span_t *s);
 /* A remote free announces full span s to its owner h (any thread). */
 void heap_queue_push(heap_t *h, span_t *s);
 
+/* The decay thread: purges the free pages of the spans of every thread
+ * heap that entered no slow path since the last call (heap.c). */
+void heap_idle_sweep(void);
+
 void heap_prefork(void);
 void heap_postfork_parent(void);
 /* Fork child: the heaps of threads that did not survive give their spans

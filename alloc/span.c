@@ -163,15 +163,16 @@ static bool span_free_run(span_t *s, uint32_t i, uint32_t *lo, uint32_t *hi) {
   return true;
 }
 
-void span_purge_holes(span_t *s, bool always) {
+/* span_purge_holes with `used` slots in use (or freed remotely). */
+static void span_purge_used(span_t *s, uint32_t used, bool always) {
   nalloc_assert(s->kind == SPAN_SMALL && s->list != SL_CUR);
-  size_t sz = s->slot_size, nfree = s->nslots - s->used;
+  size_t sz = s->slot_size, nfree = s->nslots - used;
   /* A look costs a pass over the bitmap and a system call a run: the
    * next one waits until an eighth of the slots more were freed. */
   if (nfree * sz < PAGE ||
-      (!always && s->holes_used && s->used + s->nslots / 8u > s->holes_used))
+      (!always && s->holes_used && used + s->nslots / 8u > s->holes_used))
     return;
-  s->holes_used = (uint16_t)(s->used ? s->used : 1);
+  s->holes_used = (uint16_t)(used ? used : 1);
   arena_t *a = arena_get(s->arena);
   size_t holes = 0;
   uint32_t lo, hi;
@@ -192,6 +193,15 @@ void span_purge_holes(span_t *s, bool always) {
   atomic_fetch_add_explicit(&a->npages_holes, holes - s->nholes, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->nholes_purged, holes - s->nholes, memory_order_relaxed);
   s->nholes = (uint16_t)holes;
+}
+
+void span_purge_holes(span_t *s, bool always) { span_purge_used(s, s->used, always); }
+
+void span_purge_idle(span_t *s) {
+  uint32_t free_slots = 0;
+  for (unsigned w = 0; w < s->nwords; w++)
+    free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
+  span_purge_used(s, s->nslots - free_slots, false);
 }
 
 void span_forget_holes(span_t *s) {

@@ -155,6 +155,12 @@ void span_adopt(span_t *s, struct heap_s *h);
  * are out of band), and only the owner hands slots out, so the pages read
  * back as zero when it next does. */
 void span_purge_holes(span_t *s, bool always);
+/* span_purge_holes for the decay thread, which has claimed the owner's
+ * heap (heap_idle_sweep): the owner may still free slots of s on its fast
+ * path meanwhile, which only adds free slots, but takes none (s is not
+ * current). `used`, which those frees count down, is not read: the free
+ * bitmap is counted instead. */
+void span_purge_idle(span_t *s);
 /* s has holes and is about to hand out slots again (its heap makes it
  * current), or goes back to the page heap: its purged pages stop being
  * counted as holes. They fault back in as the owner writes slots there;

@@ -224,13 +224,20 @@ typedef struct heap_s {
   struct nlock_s *lock;        /* shared heaps only: held around every use */
   struct heap_s *next_all;     /* registry of every heap ever made */
   struct heap_s *next_free;    /* registry's list of reusable heaps */
-  uint8_t busy;                /* inside a slow path (fork from a signal
-                                  handler: the child drops a busy heap) */
+  /* Slow paths of the owner in progress (heap_enter: a signal handler's
+   * may nest). The decay thread's look at an idle heap (heap_idle_sweep)
+   * and the owner's slow paths exclude each other through these two:
+   * each side sets its own, then reads the other's. A fork child drops a
+   * busy heap. */
+  _Atomic uint8_t busy;
+  _Atomic uint8_t sweeping;    /* the decay thread looks at the heap */
   uint8_t live;                /* owned by a thread (or an arena) */
   uint16_t srun_pages;         /* pages in sruns */
   uint32_t gc_countdown;       /* slow paths until the next idle sweep */
   uint32_t holes_countdown;    /* new spans until the next look for holes
                                   outside the sweeps (heap_gc_holes) */
+  uint32_t nslow;              /* slow paths entered (heap_enter) */
+  uint32_t idle_seen;          /* nslow at the decay thread's last look */
   /* Freed page runs of sampled blocks, by length in pages (sruns[n-1]:
    * n pages), kept for the thread's next samples (sample_run.c). */
   span_t *sruns[SAMPLE_RUN_PAGES];
