@@ -87,18 +87,20 @@ static const conf_entry_t background_conf_rows[] = {
 const conf_table_t background_conf_table = {background_conf_rows,
                                             ARRAY_LEN(background_conf_rows)};
 
-/* Every half dirty_decay_ms the thread also looks at the thread heaps
+/* Every half dirty_decay_ms the thread also walks the thread heaps
  * (heap_idle_sweep): one that entered no slow path since the previous
- * look gives back the free pages of its spans, so an idle thread's free
+ * walk gives back the free pages of its spans, so an idle thread's free
  * memory goes back between half and all of dirty_decay_ms after its last
  * slow path, as freed page runs do. A wake-up per half period, whether or
- * not there is anything to do: a walk of the heap registry. */
+ * not there is anything to do. It needs the asymmetric fence (membarrier):
+ * where the kernel refuses it, idle threads keep their spans' free pages
+ * (as without the thread). */
 static uint64_t bg_sweep_ns(void) { return (uint64_t)opt_dirty_decay_ms * 500000u; }
 
 static void *background_main(void *arg) {
   (void)arg;
   prctl(PR_SET_NAME, "nalloc-decay"); /* one call (naming it from outside opens /proc) */
-  uint64_t sweep_at = nalloc_now_ns() + bg_sweep_ns();
+  uint64_t sweep_at = os_fence_register() ? nalloc_now_ns() + bg_sweep_ns() : UINT64_MAX;
   uint64_t next = bg_decay_all();
   if (next > sweep_at) next = sweep_at;
   for (;;) {

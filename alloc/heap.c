@@ -18,6 +18,7 @@
 #include "background.h"
 #include "base.h"
 #include "lock.h"
+#include "os.h"
 #include "sample_run.h"
 
 /* Empty spans a heap keeps per class for its next allocations; the rest go
@@ -154,18 +155,26 @@ static void heap_clear_cur(heap_t *h, span_t *s) {
 /* Enters a slow path of h: its lists and its spans other than the current
  * ones may change until heap_leave. The decay thread's look at an idle
  * heap (heap_idle_sweep) is kept out the same way: each side marks
- * itself, then reads the other's mark, both sequentially consistent
- * (Dekker's pattern), so they never both go on. The decay thread gives
- * way when it sees the owner; the owner waits out a look in progress
- * (one class's spans of a heap that had been idle). `busy` counts, so
- * that a slow path of a signal handler inside another leaves it set. */
-static void heap_enter(heap_t *h) {
-  atomic_store(&h->busy, (uint8_t)(load_rlx(&h->busy) + 1));
-  while (unlikely(atomic_load(&h->sweeping))) sched_yield();
-  h->nslow++;
+ * itself, then reads the other's mark (Dekker's pattern), so they never
+ * both go on. The owner's side is plain stores and loads with a compiler
+ * barrier between: the decay thread, which looks once per heap every few
+ * seconds, pays for the fence of both (os_fence_all, between its mark
+ * and its read), so a slow path costs no locked instruction. The decay
+ * thread gives way when it sees the owner; the owner waits out a look in
+ * progress (the free pages of a heap that had been idle). `busy` counts,
+ * so that a slow path of a signal handler inside another leaves it set. */
+static NALLOC_NOINLINE void heap_wait_look(heap_t *h) {
+  while (atomic_load_explicit(&h->sweeping, memory_order_acquire)) sched_yield();
 }
 
-static void heap_leave(heap_t *h) {
+static NALLOC_ALWAYS_INLINE void heap_enter(heap_t *h) {
+  store_rlx(&h->busy, (uint8_t)(load_rlx(&h->busy) + 1));
+  atomic_signal_fence(memory_order_seq_cst);
+  if (unlikely(atomic_load_explicit(&h->sweeping, memory_order_acquire))) heap_wait_look(h);
+  store_rlx(&h->nslow, load_rlx(&h->nslow) + 1);
+}
+
+static NALLOC_ALWAYS_INLINE void heap_leave(heap_t *h) {
   nalloc_assert(load_rlx(&h->busy) > 0);
   atomic_store_explicit(&h->busy, (uint8_t)(load_rlx(&h->busy) - 1), memory_order_release);
 }
@@ -193,7 +202,6 @@ heap_t *heap_create(arena_t *a) {
   h->live = 1;
   h->gc_countdown = HEAP_GC_EVERY;
   h->holes_countdown = HEAP_HOLES_GROW;
-  h->idle_seen = h->nslow - 1; /* not idle before its first slow path */
   heap_leave(h);
   return h;
 }
@@ -548,8 +556,13 @@ void heap_postfork_parent(void) { nlock_postfork_parent(&heaps_lock); }
 /* Claims h for the decay thread (heap_enter's other side): false, and
  * nothing claimed, while its owner is in a slow path. */
 static bool heap_claim(heap_t *h) {
-  atomic_store(&h->sweeping, 1);
-  if (atomic_load(&h->busy) == 0) return true;
+  store_rlx(&h->sweeping, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!os_fence_all()) { /* cannot happen once registered; give way */
+    store_rlx(&h->sweeping, 0);
+    return false;
+  }
+  if (atomic_load_explicit(&h->busy, memory_order_acquire) == 0) return true;
   atomic_store_explicit(&h->sweeping, 0, memory_order_release);
   return false;
 }
@@ -573,27 +586,29 @@ static void idle_class(heap_t *h, unsigned c) {
  * nalloc again in a second or never. Its owner purges holes in its own
  * sweeps (heap_gc_holes), so without this an idle thread would keep every
  * free page of its spans (bench-idle: a thread that frees 90% of 500 MiB
- * at random and sleeps kept 277 MiB of them). The look claims the heap
- * one class at a time, and stops when the owner comes back. */
+ * at random and sleeps kept 277 MiB of them). A heap looked at stays idle
+ * until its next slow path, and is looked at again every
+ * HEAP_LOOK_AGAIN walks (its fast-path frees may have freed more pages).
+ * `idle_seen`, `look_seen` and `look_walks` are the decay thread's own. */
+#define HEAP_LOOK_AGAIN 8
+
 void heap_idle_sweep(void) {
   for (heap_t *h = atomic_load_explicit(&heaps_all, memory_order_acquire); h != NULL;
        h = h->next_all) {
+    uint32_t n = load_rlx(&h->nslow);
+    bool idle = n == h->idle_seen;
+    h->idle_seen = n;
+    if (!idle || (n == h->look_seen && ++h->look_walks % HEAP_LOOK_AGAIN != 0)) continue;
     if (!heap_claim(h)) continue;
-    bool idle = h->live && h->nslow == h->idle_seen;
-    uint32_t seen = h->idle_seen = h->nslow;
-    uint64_t touched[ARRAY_LEN(h->touched)];
-    memcpy(touched, h->touched, sizeof touched);
+    /* a heap made anew, or one its owner came back to, is not idle */
+    if (h->live && load_rlx(&h->nslow) == n) {
+      for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
+        for (uint64_t m = h->touched[w]; m != 0; m &= m - 1)
+          idle_class(h, w * 64 + (unsigned)__builtin_ctzll(m));
+      h->look_seen = n;
+      h->look_walks = 0;
+    }
     heap_unclaim(h);
-    for (unsigned w = 0; idle && w < ARRAY_LEN(touched); w++)
-      for (uint64_t m = touched[w]; idle && m != 0; m &= m - 1) {
-        if (!heap_claim(h)) {
-          idle = false;
-          break;
-        }
-        idle = h->nslow == seen; /* not back, nor gone and made anew */
-        if (idle) idle_class(h, w * 64 + (unsigned)__builtin_ctzll(m));
-        heap_unclaim(h);
-      }
   }
 }
 

@@ -11,7 +11,9 @@
 #endif
 
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +87,14 @@ done:
 }
 
 size_t os_vma_count(void) { return os_proc_read("/proc/self/maps", false); }
+
+bool os_fence_register(void) {
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+bool os_fence_all(void) {
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
 
 size_t os_vma_max(void) {
   size_t n = os_proc_read("/proc/sys/vm/max_map_count", true);

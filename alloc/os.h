@@ -33,6 +33,13 @@ static inline uint64_t os_stamp(void) {
   return nalloc_now_ns();
 }
 uint64_t os_stamp_ns(uint64_t from, uint64_t to);
+/* An asymmetric fence (membarrier, private expedited): every thread of the
+ * process that runs meanwhile passes a full memory barrier, so a thread
+ * whose own side is only a compiler barrier is ordered against the
+ * caller. os_fence_register once first, from any thread; false (either)
+ * where the kernel or a seccomp filter refuses. */
+bool os_fence_register(void);
+bool os_fence_all(void);
 /* MADV_FREE: resident until the kernel needs the memory, no fault when
  * written again; false if the kernel cannot. */
 bool os_purge_lazy(void *p, size_t size);

@@ -236,8 +236,10 @@ typedef struct heap_s {
   uint32_t gc_countdown;       /* slow paths until the next idle sweep */
   uint32_t holes_countdown;    /* new spans until the next look for holes
                                   outside the sweeps (heap_gc_holes) */
-  uint32_t nslow;              /* slow paths entered (heap_enter) */
-  uint32_t idle_seen;          /* nslow at the decay thread's last look */
+  _Atomic uint32_t nslow;      /* slow paths entered (heap_enter) */
+  uint32_t idle_seen;          /* nslow at the decay thread's last walk, */
+  uint32_t look_seen;          /* ...at its last look at the spans, */
+  uint32_t look_walks;         /* and walks since that look */
   /* Freed page runs of sampled blocks, by length in pages (sruns[n-1]:
    * n pages), kept for the thread's next samples (sample_run.c). */
   span_t *sruns[SAMPLE_RUN_PAGES];
