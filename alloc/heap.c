@@ -557,7 +557,7 @@ void heap_postfork_parent(void) { nlock_postfork_parent(&heaps_lock); }
  * nothing claimed, while its owner is in a slow path. */
 static bool heap_claim(heap_t *h) {
   store_rlx(&h->sweeping, 1);
-  atomic_thread_fence(memory_order_seq_cst);
+  atomic_signal_fence(memory_order_seq_cst); /* the system call is the fence */
   if (!os_fence_all()) { /* cannot happen once registered; give way */
     store_rlx(&h->sweeping, 0);
     return false;
