@@ -399,14 +399,21 @@ static void heap_each_class(heap_t *h, unsigned c, void (*fn)(span_t *s, void *a
   }
 }
 
+/* Runs the statement after it for every class c the heap took spans of
+ * (`touched`), lowest first: what the walks over a heap's classes visit
+ * instead of all SC_NSMALL bins (a short-lived thread touches a few). The
+ * innermost loop runs once, to name the class. */
+#define HEAP_FOR_TOUCHED(h, c)                                              \
+  for (unsigned c##_w = 0; c##_w < ARRAY_LEN((h)->touched); c##_w++)        \
+    for (uint64_t c##_m = (h)->touched[c##_w]; c##_m != 0; c##_m &= c##_m - 1) \
+      for (unsigned c = c##_w * 64 + (unsigned)__builtin_ctzll(c##_m), c##_1 = 1; c##_1; \
+           c##_1 = 0)
+
 /* Calls fn on every span of h (current ones included), unlinking each
- * first. Only the classes the heap took spans of: a short-lived thread
- * touches a few of the SC_NSMALL. */
+ * first. */
 static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
                       bool unlink) {
-  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
-    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1)
-      heap_each_class(h, w * 64 + (unsigned)__builtin_ctzll(m), fn, arg, unlink);
+  HEAP_FOR_TOUCHED(h, c) heap_each_class(h, c, fn, arg, unlink);
   if (unlink) memset(h->touched, 0, sizeof h->touched);
 }
 
@@ -482,11 +489,7 @@ static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
 
 static void heap_gc_holes(heap_t *h, bool sweep) {
   h->holes_countdown = HEAP_HOLES_GROW;
-  for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
-    for (uint64_t m = h->touched[w]; m != 0; m &= m - 1) {
-      unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
-      gc_holes(&h->bins[c], h->cur[c], sweep);
-    }
+  HEAP_FOR_TOUCHED(h, c) gc_holes(&h->bins[c], h->cur[c], sweep);
 }
 
 static void heap_gc(heap_t *h) {
@@ -602,9 +605,7 @@ void heap_idle_sweep(void) {
     if (!heap_claim(h)) continue;
     /* a heap made anew, or one its owner came back to, is not idle */
     if (h->live && load_rlx(&h->nslow) == n) {
-      for (unsigned w = 0; w < ARRAY_LEN(h->touched); w++)
-        for (uint64_t m = h->touched[w]; m != 0; m &= m - 1)
-          idle_class(h, w * 64 + (unsigned)__builtin_ctzll(m));
+      HEAP_FOR_TOUCHED(h, c) idle_class(h, c);
       h->look_seen = n;
       h->look_walks = 0;
     }
