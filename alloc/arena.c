@@ -90,6 +90,7 @@ static void arena_note_parked(arena_t *a) {
 }
 
 static void abandoned_link(arena_t *a, span_t *s) {
+  a->nmoves++;
   s->list = SL_ABANDONED;
   s->prev = NULL;
   s->next = load_rlx(&a->abandoned[s->cls]);
@@ -147,7 +148,10 @@ span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
   if (a->broken || load_rlx(&a->abandoned[cls]) == NULL) return NULL; /* a peek */
   nlock_lock(&a->abandon_lock);
   span_t *s = load_rlx(&a->abandoned[cls]);
-  if (s != NULL) abandoned_unlink(a, s);
+  if (s != NULL) {
+    abandoned_unlink(a, s);
+    a->nmoves++;
+  }
   nlock_unlock(&a->abandon_lock);
   if (s != NULL) span_adopt(s, h);
   return s;
@@ -155,16 +159,17 @@ span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
 
 /* Abandoned spans whose blocks were all freed since (by other threads)
  * go back to the page heap. The lock makes the arena their owner, so with
- * `holes` (malloc_trim, arena.<i>.purge: everything free goes back now)
- * it also purges the free pages of the others (span_purge_holes); not in
- * decay, as the next thread of the arena adopts them to fill them. */
-static void arena_reap_abandoned(arena_t *a, bool holes) {
+ * `holes` it also purges the free pages of the others (span_purge_holes:
+ * `always` for malloc_trim and arena.<i>.purge, where everything free goes
+ * back now); not in decay, as the next thread of the arena adopts them to
+ * fill them, unless none came or went for a while (arena_idle_look). */
+static void arena_reap_abandoned(arena_t *a, bool holes, bool always) {
   nlock_lock(&a->abandon_lock);
   for (unsigned c = 0; c < SC_NSMALL; c++)
     for (span_t *s = load_rlx(&a->abandoned[c]), *next; s != NULL; s = next) {
       next = s->next;
       span_collect(s);
-      if (s->used != 0 && holes) span_purge_holes(s, true);
+      if (s->used != 0 && holes) span_purge_holes(s, always);
       if (s->used != 0) continue;
       abandoned_unlink(a, s);
       s->list = SL_NONE;
@@ -183,8 +188,18 @@ void arena_note_orphan_free(arena_t *a) {
       a->broken)
     return;
   if (!nlock_trylock(&a->reap_lock)) return; /* someone is at it */
-  arena_reap_abandoned(a, false);
+  arena_reap_abandoned(a, false, false);
   nlock_unlock(&a->reap_lock);
+}
+
+void arena_idle_look(arena_t *a) {
+  if (a->broken) return;
+  nlock_lock(&a->abandon_lock);
+  /* every span on the lists has been there since the last look */
+  bool idle = a->nmoves == a->look_moves;
+  a->look_moves = a->nmoves;
+  nlock_unlock(&a->abandon_lock);
+  if (idle) arena_reap_abandoned(a, true, false);
 }
 
 /* ---- the shared heap --------------------------------------------------- */
@@ -209,7 +224,7 @@ size_t arena_purge(arena_t *a, bool all) {
   nlock_lock(&a->heap_lock);
   a->reap_due_ns = UINT64_MAX; /* before the reap: a span parked after it is due again */
   nlock_unlock(&a->heap_lock);
-  arena_reap_abandoned(a, all);
+  arena_reap_abandoned(a, all, all);
   nlock_lock(&a->heap_lock);
   size_t n = pheap_purge(a, all);
   nlock_unlock(&a->heap_lock);

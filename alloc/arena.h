@@ -41,6 +41,12 @@ void *arena_shared_alloc(arena_t *a, unsigned cls);
  * decay; abandoned spans that emptied are given back first. Returns pages
  * purged. */
 size_t arena_purge(arena_t *a, bool all);
+/* The decay thread, at each look at idle thread heaps (heap_idle_sweep):
+ * when no span joined the arena's abandoned lists or was adopted from
+ * them since the last look, nobody is about to fill them, and their free
+ * pages go back too (a thread that exits with live blocks leaves its
+ * spans there). */
+void arena_idle_look(arena_t *a);
 /* Decay as time has it (arena_purge(a, false)); returns when the next
  * stage change is due (nalloc_now_ns time; UINT64_MAX: nothing to decay). */
 uint64_t arena_decay(arena_t *a);

@@ -120,6 +120,7 @@ static void *background_main(void *arg) {
     uint64_t now = nalloc_now_ns();
     if (now >= sweep_at) {
       heap_idle_sweep();
+      FOR_EACH_ARENA(a) arena_idle_look(a);
       sweep_at = now + bg_sweep_ns();
     }
     next = now >= due ? bg_decay_all() : due;

@@ -302,6 +302,8 @@ typedef struct arena_s {
   nlock_t abandon_lock;
   _Atomic(span_t *) abandoned[SC_NSMALL]; /* heads: peeked without the lock */
   uint16_t nparked[SC_NSMALL];  /* SL_PARKED spans among them */
+  uint32_t nmoves;              /* spans that joined them or were adopted, */
+  uint32_t look_moves;          /* ...at the decay thread's last look */
   _Atomic uint64_t orphan_frees; /* remote frees into abandoned spans */
   nlock_t reap_lock;             /* one reaper at a time (trylock only) */
   /* the heap of threads that have none (shared_lock) */

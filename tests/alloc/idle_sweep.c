@@ -4,7 +4,7 @@
  * and goes under it (issue 12: "a process that frees most of its memory and
  * goes quiet gets its RSS back within dirty_decay_ms").
  *
- *   idle_sweep [rss|race]
+ *   idle_sweep [rss|exited|race]
  *
  * rss   (dirty_decay_ms:400) One thread allocates 48 MiB of 16 B-1 KiB
  *       blocks, writes them, frees 90% at random and then makes no call
@@ -19,6 +19,9 @@
  *       20 MiB over the bound. Then every live block is checked byte for
  *       byte. (Under a sanitizer, whose shadow pages are resident too,
  *       only the contents.)
+ * exited  The same, but the blocks come from a thread that exits before
+ *       the wait: its spans, live blocks and all, are its arena's
+ *       abandoned ones, which nobody adopts while the process is quiet.
  * race  (dirty_decay_ms:20: a look every 10 ms) Three threads allocate,
  *       write, check and free blocks of 16 B-2 KiB, hand some to each
  *       other to free (remote frees), and pause 0-25 ms at random, so the
@@ -73,8 +76,18 @@ static int cmp_page(const void *a, const void *b) {
 #define RSS_BYTES ((size_t)48 << 20)
 #define RSS_NMAX (RSS_BYTES / 16)
 
-static void mode_rss(void) {
-  long rss0 = raw_rss_kib();
+/* What the allocating thread leaves for the check: its live blocks, the
+ * model's bound and the pages array (freed last). */
+static struct {
+  long rss0, bound, arrays_kib;
+  blk_t *b;
+  size_t nlive, live_pages;
+  uintptr_t *pages;
+} R;
+
+/* Allocates 48 MiB, frees nine in ten at random, and computes the bound. */
+static void *rss_alloc(void *unused) {
+  (void)unused;
   blk_t *b = A_MALLOC(RSS_NMAX * sizeof *b);
   CHECK(b != NULL);
   rng_t r;
@@ -117,33 +130,55 @@ static void mode_rss(void) {
   qsort(pages, npages, sizeof *pages, cmp_page);
   size_t live_pages = 0;
   for (size_t i = 0; i < npages; i++) live_pages += i == 0 || pages[i] != pages[i - 1];
-  long arrays_kib = (long)((n * sizeof *b + npages * sizeof *pages) / 1024); /* written */
-  long bound = rss0 + (long)live_pages * 4 + arrays_kib + SLACK_KIB;
+  R.b = b;
+  R.nlive = nlive;
+  R.pages = pages;
+  R.live_pages = live_pages;
+  R.arrays_kib = (long)((n * sizeof *b + npages * sizeof *pages) / 1024); /* written */
+  R.bound = R.rss0 + (long)live_pages * 4 + R.arrays_kib + SLACK_KIB;
+  return NULL;
+}
+
+/* `exited`: the blocks come from a thread that exits before the wait, so
+ * its spans are its arena's abandoned ones; else from this thread, which
+ * then goes idle. */
+static void mode_rss(bool exited) {
+  R.rss0 = raw_rss_kib();
+  if (exited) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, rss_alloc, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  } else {
+    rss_alloc(NULL);
+  }
   long rss1 = raw_rss_kib();
-  printf("rss: start %ld KiB, after the frees %ld, %zu live blocks on %zu pages; bound %ld\n",
-         rss0, rss1, nlive, live_pages, bound);
+  printf("rss%s: start %ld KiB, after the frees %ld, %zu live blocks on %zu pages; bound %ld\n",
+         exited ? " (thread exited)" : "", R.rss0, rss1, R.nlive, R.live_pages, R.bound);
   fflush(stdout);
   /* no call into nalloc from here until the resident set is down: the
-   * look needs a heap with no slow path for a whole half period */
+   * look needs a heap (an arena's abandoned spans) unchanged for a whole
+   * half period */
   long rss = rss1;
   int waited = 0, limit = CHECK_ASAN || CHECK_TSAN ? 1000 : 4000;
-  for (; waited < limit && rss > bound; waited += 50) {
+  for (; waited < limit && rss > R.bound; waited += 50) {
     sleep_ms(50);
     rss = raw_rss_kib();
   }
   printf("rss: %ld KiB after %d ms idle\n", rss, waited);
   bool check_rss = !CHECK_ASAN && !CHECK_TSAN; /* a sanitizer's shadow is resident too */
-  CHECKF(!check_rss || rss <= bound,
-         "an idle thread's free pages stayed resident: %ld KiB after %d ms, bound %ld "
+  CHECKF(!check_rss || rss <= R.bound,
+         "free pages of %s spans stayed resident: %ld KiB after %d ms, bound %ld "
          "(start %ld + %zu live pages + %ld arrays + %d slack)",
-         rss, waited, bound, rss0, live_pages, arrays_kib, SLACK_KIB);
-  for (size_t i = 0; i < nlive; i++) {
-    CHECKF(check_fast(b[i].p, b[i].n, b[i].tag), "live block %u (%u B at %p) lost its contents",
-           b[i].tag, b[i].n, (void *)b[i].p);
-    A_FREE(b[i].p);
+         exited ? "an exited thread's" : "an idle thread's", rss, waited, R.bound, R.rss0,
+         R.live_pages, R.arrays_kib, SLACK_KIB);
+  for (size_t i = 0; i < R.nlive; i++) {
+    const blk_t *b = &R.b[i];
+    CHECKF(check_fast(b->p, b->n, b->tag), "live block %u (%u B at %p) lost its contents",
+           b->tag, b->n, (void *)b->p);
+    A_FREE(b->p);
   }
-  A_FREE(pages);
-  A_FREE(b);
+  A_FREE(R.pages);
+  A_FREE(R.b);
 }
 
 /* ---- race --------------------------------------------------------------- */
@@ -265,7 +300,8 @@ static void mode_race(void) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "rss";
-  if (strcmp(mode, "rss") == 0) mode_rss();
+  if (strcmp(mode, "rss") == 0) mode_rss(false);
+  else if (strcmp(mode, "exited") == 0) mode_rss(true);
   else if (strcmp(mode, "race") == 0) mode_race();
   else CHECKF(0, "unknown mode %s", mode);
   return 0;
