@@ -21,6 +21,8 @@ _Atomic size_t prof_ntctx_total, prof_ngctx_total, prof_ntdata_total,
 
 static uint64_t next_thr_uid;            /* prof_tdatas_lock */
 static uint64_t next_gctx_id;            /* prof_gctx_lock */
+static prof_gctx_t **gctx_tab;           /* prof_gctx_lock */
+static size_t gctx_cap, gctx_n;
 
 /* Dead-list sweeps (amortized, see prof_dead_zeroed): tctxs on dead
  * records, how many there were after the last sweep, and how many remote
@@ -58,82 +60,28 @@ static size_t gctx_size(unsigned n) {
   return sizeof(prof_gctx_t) + (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *);
 }
 
-/* ---- tagged tables (prof_gctx_lock) ------------------------------------ */
-
-/* Open addressing with linear probes over records (gctxs, tail chunks)
- * that prof_mem aligns to 64 bytes: a slot holds the record's address and,
- * in its low six bits, the top six bits of the record's hash (its low bits
- * choose the slot), so that a probe reads a record only when those agree.
- * Chained through the records, a lookup read every record of its chain,
- * each a cache miss: for a stack seen for the first time all of them for
- * nothing (python starting up, where nearly every stack is new, spent a
- * third of its lookups' time there). `hoff`: where a record keeps its
- * hash, read only to grow the table and to delete. */
-#define PTAB_TAG ((uintptr_t)63)
-typedef struct {
-  uintptr_t *slot;
-  size_t cap, n; /* cap: a power of two, or 0 */
-} ptab_t;
-
-static inline uintptr_t ptab_tag(uint64_t h) { return (uintptr_t)(h >> 58); }
-static inline void *ptab_rec(uintptr_t e) { return (void *)(e & ~PTAB_TAG); }
-static inline uint64_t ptab_hash(uintptr_t e, size_t hoff) {
-  return *(const uint64_t *)((const char *)ptab_rec(e) + hoff);
-}
-
-static void ptab_put(uintptr_t *slot, size_t cap, uintptr_t e, uint64_t h) {
-  size_t j = h & (cap - 1);
-  while (slot[j] != 0) j = (j + 1) & (cap - 1);
-  slot[j] = e;
-}
-
-/* Room for one more: doubles the table past three quarters full (probes
- * are contiguous and read no record but on a tag match, so a fuller table
- * than a chained one's costs little). False only when it is full and
- * cannot grow. */
-static bool ptab_reserve(ptab_t *t, size_t hoff) {
-  if ((t->n + 1) * 4 <= t->cap * 3) return true;
-  size_t ncap = t->cap ? t->cap * 2 : 1024;
-  uintptr_t *ns = prof_mem_alloc(ncap * sizeof *ns, PM_TAB);
-  if (ns == NULL) return t->n + 1 < t->cap;
-  for (size_t i = 0; i < t->cap; i++)
-    if (t->slot[i] != 0) ptab_put(ns, ncap, t->slot[i], ptab_hash(t->slot[i], hoff));
-  prof_mem_free(t->slot, t->cap * sizeof *t->slot, PM_TAB);
-  t->slot = ns;
-  t->cap = ncap;
-  return true;
-}
-
-static void ptab_add(ptab_t *t, void *rec, uint64_t h) {
-  nalloc_assert(((uintptr_t)rec & PTAB_TAG) == 0 && t->n + 1 < t->cap);
-  ptab_put(t->slot, t->cap, (uintptr_t)rec | ptab_tag(h), h);
-  t->n++;
-}
-
-/* Removes rec (present, with hash h) and moves the records probed past it
- * back, so that no probe stops early at the hole. */
-static void ptab_del(ptab_t *t, const void *rec, uint64_t h, size_t hoff) {
-  size_t mask = t->cap - 1, i = h & mask;
-  while (ptab_rec(t->slot[i]) != rec) i = (i + 1) & mask;
-  for (size_t j = (i + 1) & mask; t->slot[j] != 0; j = (j + 1) & mask) {
-    size_t home = ptab_hash(t->slot[j], hoff) & mask;
-    /* j's record may fill the hole at i unless its probe starts in (i, j] */
-    if (((j - home) & mask) >= ((j - i) & mask)) {
-      t->slot[i] = t->slot[j];
-      i = j;
-    }
-  }
-  t->slot[i] = 0;
-  t->n--;
-}
-
 /* ---- interned tails (prof_gctx_lock) ------------------------------------ */
 
-static ptab_t tail_tab;
-#define TAIL_HOFF offsetof(prof_tail_t, hash)
+static prof_tail_t **tail_tab;
+static size_t tail_cap, tail_n;
 
 static size_t tail_size(unsigned n) {
   return sizeof(prof_tail_t) + n * sizeof(void *);
+}
+
+static void tail_tab_grow(void) {
+  size_t ncap = tail_cap ? tail_cap * 2 : 256;
+  prof_tail_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+  if (nt == NULL) return; /* longer chains */
+  for (size_t i = 0; i < tail_cap; i++)
+    for (prof_tail_t *t = tail_tab[i], *nx; t; t = nx) {
+      nx = t->next_hash;
+      t->next_hash = nt[t->hash & (ncap - 1)];
+      nt[t->hash & (ncap - 1)] = t;
+    }
+  prof_mem_free(tail_tab, tail_cap * sizeof *tail_tab, PM_TAB);
+  tail_tab = nt;
+  tail_cap = ncap;
 }
 
 static void tail_put(prof_tail_t *t);
@@ -146,20 +94,20 @@ static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
   prof_tail_t *up = NULL;
   if (n > k && (up = tail_get(pcs + k, n - k)) == NULL) return NULL;
   uint64_t h = bt_hash(pcs, k) ^ (uint64_t)(uintptr_t)up * 0x9fb21c651e98df25ull;
-  uintptr_t tag = ptab_tag(h), e;
-  for (size_t j = h & (tail_tab.cap - 1); tail_tab.cap != 0 && (e = tail_tab.slot[j]) != 0;
-       j = (j + 1) & (tail_tab.cap - 1)) {
-    prof_tail_t *t = ptab_rec(e);
-    if ((e & PTAB_TAG) == tag && t->hash == h && t->n == k && t->up == up &&
+  if (tail_n >= tail_cap) tail_tab_grow();
+  if (tail_tab == NULL) {
+    tail_put(up);
+    return NULL;
+  }
+  prof_tail_t **head = &tail_tab[h & (tail_cap - 1)];
+  for (prof_tail_t *t = *head; t; t = t->next_hash)
+    if (t->hash == h && t->n == k && t->up == up &&
         memcmp(t->pcs, pcs, k * sizeof(void *)) == 0) {
       t->nref++;
       if (up != NULL) up->nref--; /* t holds its own (so it stays above 0) */
       return t;
     }
-  }
-  prof_tail_t *t = ptab_reserve(&tail_tab, TAIL_HOFF)
-                       ? prof_mem_alloc(tail_size(k), PM_GCTX)
-                       : NULL;
+  prof_tail_t *t = prof_mem_alloc(tail_size(k), PM_GCTX);
   if (t == NULL) {
     tail_put(up);
     return NULL;
@@ -169,13 +117,18 @@ static prof_tail_t *tail_get(void *const *pcs, unsigned n) {
   t->up = up; /* takes the reference tail_get gave */
   t->nref = 1;
   memcpy(t->pcs, pcs, k * sizeof(void *));
-  ptab_add(&tail_tab, t, h);
+  t->next_hash = *head;
+  *head = t;
+  tail_n++;
   return t;
 }
 
 static void tail_put(prof_tail_t *t) {
   while (t != NULL && --t->nref == 0) {
-    ptab_del(&tail_tab, t, t->hash, TAIL_HOFF);
+    prof_tail_t **pp = &tail_tab[t->hash & (tail_cap - 1)];
+    while (*pp != t) pp = &(*pp)->next_hash;
+    *pp = t->next_hash;
+    tail_n--;
     prof_tail_t *up = t->up;
     prof_mem_free(t, tail_size(t->n), PM_GCTX);
     t = up;
@@ -184,26 +137,39 @@ static void tail_put(prof_tail_t *t) {
 
 /* ---- gctx --------------------------------------------------------------- */
 
-static ptab_t gctx_tab;
-#define GCTX_HOFF offsetof(prof_gctx_t, hash)
-
-/* Called only when a thread meets a stack for the first time. Returns the
- * gctx with one more reference (the caller's new tctx). */
-static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
-  nlock_lock(&prof_gctx_lock);
-  uintptr_t tag = ptab_tag(h), e;
-  for (size_t j = h & (gctx_tab.cap - 1); gctx_tab.cap != 0 && (e = gctx_tab.slot[j]) != 0;
-       j = (j + 1) & (gctx_tab.cap - 1)) {
-    prof_gctx_t *g = ptab_rec(e);
-    if ((e & PTAB_TAG) == tag && g->hash == h && bt_same(g, pcs, n)) {
-      g->nref++;
-      nlock_unlock(&prof_gctx_lock);
-      return g;
+static void gctx_tab_grow(void) {
+  size_t ncap = gctx_cap ? gctx_cap * 2 : 1024;
+  prof_gctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+  if (nt == NULL) return; /* longer chains, still correct */
+  for (size_t i = 0; i < gctx_cap; i++) {
+    prof_gctx_t *g = gctx_tab[i];
+    while (g) {
+      prof_gctx_t *nx = g->next_hash;
+      g->next_hash = nt[g->hash & (ncap - 1)];
+      nt[g->hash & (ncap - 1)] = g;
+      g = nx;
     }
   }
-  prof_gctx_t *g = ptab_reserve(&gctx_tab, GCTX_HOFF)
-                       ? prof_mem_alloc(gctx_size(n), PM_GCTX)
-                       : NULL;
+  prof_mem_free(gctx_tab, gctx_cap * sizeof *gctx_tab, PM_TAB);
+  gctx_tab = nt;
+  gctx_cap = ncap;
+}
+
+/* Chained hash; the bucket array doubles when the load passes 1. Called
+ * only when a thread meets a stack for the first time. Returns the gctx
+ * with one more reference (the caller's new tctx). */
+static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
+  nlock_lock(&prof_gctx_lock);
+  if (gctx_tab != NULL) {
+    for (prof_gctx_t *g = gctx_tab[h & (gctx_cap - 1)]; g; g = g->next_hash)
+      if (g->hash == h && bt_same(g, pcs, n)) {
+        g->nref++;
+        nlock_unlock(&prof_gctx_lock);
+        return g;
+      }
+  }
+  if (gctx_n >= gctx_cap) gctx_tab_grow();
+  prof_gctx_t *g = gctx_tab ? prof_mem_alloc(gctx_size(n), PM_GCTX) : NULL;
   prof_tail_t *tail = NULL;
   if (g != NULL && n > PROF_LEAF &&
       (tail = tail_get(pcs + PROF_LEAF, n - PROF_LEAF)) == NULL) {
@@ -220,7 +186,9 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   g->nref = 1;
   g->tail = tail;
   memcpy(g->pcs, pcs, (n < PROF_LEAF ? n : PROF_LEAF) * sizeof(void *));
-  ptab_add(&gctx_tab, g, h);
+  g->next_hash = gctx_tab[h & (gctx_cap - 1)];
+  gctx_tab[h & (gctx_cap - 1)] = g;
+  gctx_n++;
   g->next_all = atomic_load_explicit(&prof_gctx_all, memory_order_relaxed);
   atomic_store_explicit(&prof_gctx_all, g, memory_order_release);
   atomic_fetch_add_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
@@ -246,7 +214,10 @@ static void ret_free_all(prof_gctx_t *g) {
 }
 
 static void gctx_hash_del(prof_gctx_t *g) {
-  ptab_del(&gctx_tab, g, g->hash, GCTX_HOFF);
+  prof_gctx_t **pp = &gctx_tab[g->hash & (gctx_cap - 1)];
+  while (*pp != g) pp = &(*pp)->next_hash;
+  *pp = g->next_hash;
+  gctx_n--;
 }
 
 /* ---- lifetimes ---------------------------------------------------------- */
@@ -376,31 +347,16 @@ static void tctx_free(prof_tctx_t *t, bool fold) {
 
 /* ---- the owner's (stack, bucket) table ---------------------------------- */
 
-/* A slot holds the tctx's address (64-byte aligned: prof_mem) with six
- * bits of its hash in the low bits, the high ones (the low ones choose
- * the slot), so that a probe reads the tctx only when those agree: a
- * lookup that missed read ~2.5 tctxs at random, each a cache miss (python
- * starting up: nearly every stack is new). */
-#define TAB_TAG_MASK ((uintptr_t)63)
-static inline uintptr_t tab_tag(uint64_t h) { return (uintptr_t)(h >> 58); }
-static inline uintptr_t tab_entry(prof_tctx_t *t) {
-  nalloc_assert(((uintptr_t)t & TAB_TAG_MASK) == 0);
-  return (uintptr_t)t | tab_tag(t->hash);
-}
-static inline prof_tctx_t *tab_tctx(uintptr_t e) {
-  return (prof_tctx_t *)(e & ~TAB_TAG_MASK);
-}
-
-static void tab_put(uintptr_t *tab, size_t cap, prof_tctx_t *t) {
+static void tab_put(prof_tctx_t **tab, size_t cap, prof_tctx_t *t) {
   size_t j = t->hash & (cap - 1);
   while (tab[j]) j = (j + 1) & (cap - 1);
-  tab[j] = tab_entry(t);
+  tab[j] = t;
 }
 
 /* Builds a table of capacity `cap` (a power of two, at least twice the
  * tctxs) from the owner's list. */
 static void tab_rebuild(prof_tdata_t *td, size_t cap) {
-  uintptr_t *nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
+  prof_tctx_t **nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
   if (nt == NULL) { /* no memory: refill the old array in place */
     nt = td->tab;
     cap = td->tab_cap;
@@ -423,10 +379,10 @@ static void tab_rebuild(prof_tdata_t *td, size_t cap) {
 static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
   if ((td->tab_n + 1) * 2 > td->tab_cap) {
     size_t ncap = td->tab_cap ? td->tab_cap * 2 : 64;
-    uintptr_t *nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+    prof_tctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
     if (nt == NULL) return false;
     for (size_t i = 0; i < td->tab_cap; i++)
-      if (td->tab[i] != 0) tab_put(nt, ncap, tab_tctx(td->tab[i]));
+      if (td->tab[i] != NULL) tab_put(nt, ncap, td->tab[i]);
     prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
     td->tab = nt;
     td->tab_cap = ncap;
@@ -484,12 +440,9 @@ static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n,
   uint64_t h = hs ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
-    uintptr_t tag = tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
-      uintptr_t e = td->tab[j];
-      if (e == 0) break;
-      if ((e & TAB_TAG_MASK) != tag) continue;
-      prof_tctx_t *t = tab_tctx(e);
+      prof_tctx_t *t = td->tab[j];
+      if (t == NULL) break;
       if (t->hash == h && t->bkt == bkt && t->node == td->node &&
           bt_same(t->gctx, pcs, n))
         return t;
@@ -524,12 +477,9 @@ prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
   uint64_t h = g->hash ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
-    uintptr_t tag = tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
-      uintptr_t e = td->tab[j];
-      if (e == 0) break;
-      if ((e & TAB_TAG_MASK) != tag) continue;
-      prof_tctx_t *t = tab_tctx(e);
+      prof_tctx_t *t = td->tab[j];
+      if (t == NULL) break;
       if (t->gctx == g && t->bkt == bkt && t->node == td->node) return t;
     }
   }

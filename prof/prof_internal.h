@@ -191,20 +191,22 @@ static inline unsigned prof_life_bkt(uint64_t ns) {
 #define PROF_LEAF 8
 #define PROF_TAIL_CHUNK 12
 typedef struct prof_tail_s {
+  struct prof_tail_s *next_hash;
   struct prof_tail_s *up; /* the frames after these (NULL: no more) */
   uint64_t hash;          /* of pcs[] and up */
   uint32_t nref;          /* gctxs and chunks using it */
   uint32_t n;             /* at most PROF_TAIL_CHUNK */
   void *pcs[];
 } prof_tail_t;
-_Static_assert(sizeof(prof_tail_t) + PROF_TAIL_CHUNK * sizeof(void *) <= 128,
-               "a chunk of a tail fits 128 bytes, one of prof_mem's classes");
+_Static_assert(sizeof(prof_tail_t) + PROF_TAIL_CHUNK * sizeof(void *) == 128,
+               "a chunk of a tail is 128 bytes, one of prof_mem's classes");
 
-/* 56 bytes and the first PROF_LEAF frames: 120 bytes, in one of prof_mem's
- * 64-byte classes, 128 (with an 80-byte header and 16 frames it took 256:
+/* 64 bytes and the first PROF_LEAF frames: 128 bytes, one of prof_mem's
+ * 64-byte classes (with an 80-byte header and 16 frames it took 256:
  * CPython's tests make ~59k of them in exact mode). */
 typedef struct prof_gctx_s {
   struct prof_gctx_s *next_all; /* global list, newest first */
+  struct prof_gctx_s *next_hash;
   uint64_t id;   /* creation order: dumps sort by it */
   uint64_t hash;
   prof_ret_t *ret;   /* prof_tdatas_lock */
@@ -222,9 +224,9 @@ typedef struct prof_gctx_s {
                         nothing new in ret: reaped after it */
   void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
-_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) <= 128 &&
+_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) == 128 &&
                    PROF_DEPTH_MAX <= UINT16_MAX,
-               "a gctx with PROF_LEAF frames fits 128 bytes");
+               "a gctx with PROF_LEAF frames is 128 bytes");
 
 static inline void *prof_gctx_pc(const prof_gctx_t *g, unsigned i) {
   if (i < PROF_LEAF) return g->pcs[i];
@@ -440,8 +442,7 @@ typedef struct prof_tdata_s {
   uintptr_t code_seen[64];          /* fp walker: return addresses known to
                                        be code (direct-mapped by address) */
   uintptr_t code_bad;               /* fp walker: the last one that was not */
-  uintptr_t *tab;                   /* owner-private (bt, bucket) -> tctx,
-                                       tagged (prof_data.c: tab_entry) */
+  prof_tctx_t **tab;                /* owner-private (bt, bucket) -> tctx */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
