@@ -676,7 +676,7 @@ static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
   td->rec.in_tdata = true;
   for (int i = 0; i < PROF_WALKS; i++) {
     td->walks[i].tctx = NULL;
-    td->walks[i].word = td->walk_word[i];
+    td->walks[i].word = &td->walk_word[i];
   }
   td->prng = (uint64_t)(uintptr_t)tsd ^ nalloc_now_ns() ^
              ((uint64_t)getpid() << 32);

@@ -339,7 +339,18 @@ _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 #define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
 typedef struct {
   uintptr_t addr, val;
-} prof_walk_word_t;
+} prof_walk_word_t; /* a word the walk read (its scratch, prof_bt.c) */
+/* Recorded words are kept as their values and their addresses' offsets
+ * from a base (a walk record's: its sp; the suffix record's: its stack
+ * bound hi), 12 bytes a word instead of 16: a replay reads a record's
+ * lines on every allocation, and those lines are what exact mode costs
+ * the program on deep stacks (prof/README.md: test_json's own D1 misses
+ * rise by as many as the replay's). The offsets fit: bt_dwarf walks only
+ * stacks whose words lie within INT32_MAX bytes of hi. */
+typedef struct {
+  uintptr_t val[PROF_WALK_WORDS];
+  int32_t off[PROF_WALK_WORDS];
+} prof_walk_rec_t;
 typedef struct {
   uintptr_t pc, sp, bp;
   struct prof_tctx_s *tctx; /* NULL: empty */
@@ -347,20 +358,20 @@ typedef struct {
                                the call (else it is not part of the key:
                                code without frame pointers keeps data in
                                rbp, different at every call) */
-  unsigned nwords;          /* of word[]: the innermost ones */
+  unsigned nwords;          /* of *word: the innermost ones */
   /* A walk that read more than PROF_WALK_WORDS words keeps the innermost
    * ones here and finds the rest in the suffix cache: the words of its
-   * frame sfx_c (td->sfx.word[0, f[sfx_c].wend)), while that frame is the
+   * frame sfx_c (td->sfx's words [0, f[sfx_c].wend)), while that frame is the
    * one this walk left there (td->sfx.ver[sfx_c] == sfx_ver: a later walk
    * that rewrites it, or any frame further out, gives it a new version).
-   * PROF_WALK_NOSFX: word[] holds every word. */
+   * PROF_WALK_NOSFX: *word holds every word. */
   unsigned sfx_c;
   uint64_t sfx_ver;
   /* its words: td->walk_word[w - td->walks], apart from the heads so that
    * a reused tdata needs only its heads zeroed (PROF_TDATA_ZERO); a
    * pointer (set when the tdata is made), not an index: indexing cost
-   * test_json's replays 8 instructions an allocation */
-  prof_walk_word_t *word;
+   * test_json's replays 8 instructions an allocation. Offsets from sp. */
+  prof_walk_rec_t *word;
 } prof_walk_t;
 #define PROF_WALK_NOSFX ((unsigned)-1)
 
@@ -393,7 +404,9 @@ typedef struct {
   /* f[r]'s return address at pc[PROF_DEPTH_MAX - 1 - r]: the frames from
    * any one out lie leaf first, as a walk's result does (one memcpy) */
   uintptr_t pc[PROF_DEPTH_MAX];
-  prof_walk_word_t word[PROF_SFX_WORDS];
+  /* the words, offsets from hi (so at most 0) */
+  uintptr_t val[PROF_SFX_WORDS];
+  int32_t off[PROF_SFX_WORDS];
 } prof_sfx_t;
 /* A walk in progress, leaf first (prof_bt.c's scratch): each frame's
  * state, the index of its first word read and of its saved-rbp word. */
@@ -451,13 +464,13 @@ typedef struct prof_tdata_s {
   /* From sfx.f on, nothing is read before it is written (a record's frames
    * and words below sfx.n, a walk's words once its head names a tctx, the
    * walk's scratch), so a tdata is zeroed only up to there: the walk
-   * caches are ~170 KB of the ~180 KB, and zeroing all of a reused tdata
+   * caches are ~138 KB of the ~147 KB, and zeroing all of a reused tdata
    * cost bench-threads -s 0.2 (prof:true) 32% more instructions. Of the
    * walk heads before it, only `tctx` is cleared (tdata_create). */
   prof_sfx_t sfx;                   /* dwarf: the last full walk */
   prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
   prof_walk_word_t bt_word[PROF_SFX_WORDS];
-  prof_walk_word_t walk_word[PROF_WALKS][PROF_WALK_WORDS]; /* of walks[] */
+  prof_walk_rec_t walk_word[PROF_WALKS]; /* of walks[] */
 } prof_tdata_t;
 #define PROF_TDATA_ZERO offsetof(prof_tdata_t, sfx.f)
 /* tdata_create zeroes around the walk heads, whose tctx alone it clears */
@@ -502,25 +515,31 @@ prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td, const void *caller,
                               uintptr_t sp, uintptr_t bp,
                               prof_walk_t *w);
 
-/* The highest i < n whose stack word changed (w[i].addr no longer holds
- * w[i].val), or -1. Four words a step, or-ing their differences: a walk
- * of CPython's test suite checks ~70 words, nearly always unchanged. A
- * pointer steps down to a precomputed end: indexing by i - 1 .. i - 4
- * cost ~8 instructions a word (test_json: 1.85G of its 9.5G), this ~5. */
+/* The highest i < n whose stack word changed (base + off[i] no longer
+ * holds val[i]), or -1. Four words a step, or-ing their differences: a
+ * walk of CPython's test suite checks ~70 words, nearly always unchanged.
+ * With (address, value) pairs, indexing by i - 1 .. i - 4 cost ~8
+ * instructions a word (test_json: 1.85G of its 9.5G) and a pointer ~5;
+ * with the two arrays one index serves both. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN uintptr_t
+prof_word_at(uintptr_t base, const int32_t *off) {
+  return *(const uintptr_t *)(base + (uintptr_t)(intptr_t)*off);
+}
 static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN int
-prof_words_changed(const prof_walk_word_t *w, unsigned n) {
-  const prof_walk_word_t *p = w + n, *stop = w + (n & 3);
-  while (p != stop) {
-    uintptr_t d = (*(const uintptr_t *)p[-1].addr ^ p[-1].val) |
-                  (*(const uintptr_t *)p[-2].addr ^ p[-2].val) |
-                  (*(const uintptr_t *)p[-3].addr ^ p[-3].val) |
-                  (*(const uintptr_t *)p[-4].addr ^ p[-4].val);
+prof_words_changed(const uintptr_t *val, const int32_t *off, uintptr_t base,
+                   unsigned n) {
+  size_t i = n, stop = n & 3; /* one index for both arrays */
+  while (i != stop) {
+    uintptr_t d = (prof_word_at(base, &off[i - 1]) ^ val[i - 1]) |
+                  (prof_word_at(base, &off[i - 2]) ^ val[i - 2]) |
+                  (prof_word_at(base, &off[i - 3]) ^ val[i - 3]) |
+                  (prof_word_at(base, &off[i - 4]) ^ val[i - 4]);
     if (unlikely(d != 0)) break;
-    p -= 4;
+    i -= 4;
   }
-  while (p > w) {
-    p--;
-    if (*(const uintptr_t *)p->addr != p->val) return (int)(p - w);
+  while (i > 0) {
+    i--;
+    if (prof_word_at(base, &off[i]) != val[i]) return (int)i;
   }
   return -1;
 }
@@ -538,8 +557,10 @@ prof_walk_same(const prof_sfx_t *s, const prof_walk_t *w, const void *caller,
   unsigned c = w->sfx_c;
   if (c != PROF_WALK_NOSFX && (c >= s->n || s->ver[c] != w->sfx_ver))
     return false;
-  if (prof_words_changed(w->word, w->nwords) >= 0) return false;
-  return c == PROF_WALK_NOSFX || prof_words_changed(s->word, s->f[c].wend) < 0;
+  if (prof_words_changed(w->word->val, w->word->off, sp, w->nwords) >= 0)
+    return false;
+  return c == PROF_WALK_NOSFX ||
+         prof_words_changed(s->val, s->off, s->hi, s->f[c].wend) < 0;
 }
 
 /* A recorded walk of this stack, or NULL and in *victim the slot to
