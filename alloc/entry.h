@@ -48,9 +48,10 @@ void *malloc_room(size_t size, size_t room, const void *caller);
  * `room` is small: a grown block (realloc.c). */
 void *malloc_grown(size_t size, size_t room, const void *caller);
 void free_slow(void *p, int fn);
-/* p starts slot i of s (or s is not small), but not on the fast path of
- * h, the calling thread's heap. */
-void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h);
+/* p starts slot `slot` of s (or s is not small), but not on the fast path
+ * of h, the calling thread's heap. (The slot as the fast path has it:
+ * narrowing it there cost a register copy.) */
+void free_slot_slow(void *p, span_t *s, uintptr_t slot, int fn, heap_t *h);
 /* The span of p, checked: p must start a live block (else the message
  * naming call `fn`, and abort). *slot: its slot index if small. */
 span_t *span_checked(int fn, void *p, uint32_t *slot);
@@ -134,7 +135,7 @@ static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
           return;
         }
       }
-      free_slot_slow(p, s, (uint32_t)i, fn, h);
+      free_slot_slow(p, s, i, fn, h);
       return;
     }
   }

@@ -102,7 +102,8 @@ static inline void free_slot_tagged(void *p, span_t *s, uint32_t i,
  * others off the fast path while it lives); through the owner's
  * conditions read from the span (below) they cost ~30 instructions a free
  * more than the fast path. */
-void free_slot_slow(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
+void free_slot_slow(void *p, span_t *s, uintptr_t slot, int fn, heap_t *h) {
+  uint32_t i = (uint32_t)slot;
   if (unlikely(s->kind != SPAN_SMALL)) {
     free_slow(p, fn);
     return;

@@ -36,14 +36,22 @@ static inline uintptr_t span_end(const span_t *s) { return s->start + s->npages 
  * one multiplication: off * div_mul is (index << 40) plus, for a slot
  * start, k * (size * div_mul - 2^40) < off < SPAN_MAX_BYTES, and for any
  * other offset r * div_mul + ... >= 2^40 / size >= 2^24 (and < 2^40). So
- * bits 20..39 of the product are zero exactly at slot starts. (Other kinds
- * of span have div_mul 0: every p passes, and their owner_fast is NULL.) */
+ * bits 20..39 of the product are zero exactly at slot starts. The index
+ * must also be below nslots: the span's pages may end in a tail shorter
+ * than a slot (80-byte slots in 4 KiB), or longer (nslots is capped at
+ * SPAN_MAX_SLOTS), whose "slot starts" are no slots (freeing one set a bit
+ * past the last slot, or past the bitmap, and malloc handed the tail out
+ * across the span's end). The index is below 2^16 (off < SPAN_MAX_BYTES,
+ * slots of 16 bytes or more): a 16-bit compare. (Other kinds of span have
+ * div_mul 0 and nslots 0: no p passes.) */
 #define SPAN_SLOT_MASK ((((uint64_t)1 << SC_DIV_SHIFT) - 1) & ~(uint64_t)(SPAN_MAX_BYTES - 1))
 static NALLOC_ALWAYS_INLINE uintptr_t span_slot(const span_t *s, const void *p, bool *ok) {
   uint64_t prod = ((uintptr_t)p - s->start) * s->div_mul;
-  *ok = (prod & SPAN_SLOT_MASK) == 0;
-  return (uintptr_t)(prod >> SC_DIV_SHIFT); /* not narrowed: free's fast
-                                               path keeps one register */
+  uintptr_t i = (uintptr_t)(prod >> SC_DIV_SHIFT); /* not narrowed: free's
+                                                      fast path keeps one
+                                                      register */
+  *ok = (prod & SPAN_SLOT_MASK) == 0 && (uint16_t)i < s->nslots;
+  return i;
 }
 
 /* Owner only. The free slots of the cursor's word (0: none there)... */
@@ -56,7 +64,9 @@ static NALLOC_ALWAYS_INLINE void *span_take(span_t *s, uint64_t b) {
   store_rlx(s->cursor, b & (b - 1));
   s->used++;
   s->nmalloc++;
-  uintptr_t p = s->wbase + ctz64(b) * s->slot_size;
+  /* a 32-bit product (below 64 * SC_SMALL_MAX): imul takes slot_size from
+   * memory, one instruction fewer than a 64-bit one */
+  uintptr_t p = s->wbase + (uint32_t)((uint32_t)ctz64(b) * s->slot_size);
   if (p == 0) __builtin_unreachable(); /* spans never start at 0: no NULL test */
   return (void *)p;
 }

@@ -338,6 +338,8 @@ typedef struct tsd_s {
 /* ---- what ties the constants together --------------------------------- */
 _Static_assert(SC_SMALL_MAX < ((size_t)1 << (64 - SAMPLE_SIZE_SHIFT)),
                "a sampled slot's size must fit above its tctx pointer");
+_Static_assert((uint64_t)63 * SC_SMALL_MAX <= UINT32_MAX,
+               "a slot's offset in its cursor word's slots fits 32 bits (span_take)");
 _Static_assert(SC_SMALL_MAX * 4 <= SPAN_MAX_BYTES,
                "the largest class must get spans of several slots");
 _Static_assert((uint64_t)SPAN_MAX_BYTES * (((uint64_t)1 << SC_DIV_SHIFT) / 16 + 1) <

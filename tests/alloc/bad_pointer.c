@@ -51,6 +51,33 @@ static void free_interior_small_odd(void) {
   CHECK(p != NULL);
   A_FREE(p + 1);
 }
+/* A span's pages may end in a tail shorter than a slot: 80-byte slots in
+ * whole pages. The address one slot past its last slot is no block, but
+ * starts a "slot" by the multiplication; freeing it set a bit past the last
+ * slot, and malloc then handed out a block running past the span's end
+ * (before the index was checked against nslots). Found by blocks whose
+ * span ends right where the next span of the class starts. */
+static int cmp_addr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+static void free_span_tail(void) {
+  enum { N = 20000, SZ = 80 };
+  static uintptr_t v[N];
+  for (int i = 0; i < N; i++) CHECK((v[i] = (uintptr_t)A_MALLOC(SZ)) != 0);
+  qsort(v, N, sizeof v[0], cmp_addr);
+  for (int i = 0; i + 1 < N; i++) {
+    uintptr_t p = v[i] + SZ, next = v[i + 1];
+    /* next starts a span (page-aligned) less than a slot after p: p is in
+     * the tail of v[i]'s span */
+    if (next > p && next - p < SZ && next % 4096 == 0) {
+      expect("free", (void *)p, "invalid pointer");
+      A_FREE((void *)p);
+      return;
+    }
+  }
+  CHECKF(0, "no two spans of %d-byte slots side by side in %d blocks", SZ, N);
+}
 static void free_interior_large(void) {
   char *p = A_MALLOC(256 * 1024);
   CHECK(p != NULL);
@@ -404,6 +431,7 @@ int main(void) {
       {"free(static array + 16)", free_static, true},
       {"free(malloc(64) + 16)", free_interior_small, true},
       {"free(malloc(100) + 1)", free_interior_small_odd, true},
+      {"free(the tail of a span of 80-byte slots)", free_span_tail, true},
       {"free(malloc(256K) + 8K)", free_interior_large, true},
       {"free(malloc(16M) + 4M)", free_interior_huge, true},
       {"free(foreign mmap page)", free_mmap, true},
