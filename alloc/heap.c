@@ -643,10 +643,7 @@ static bool heap_queued(heap_t *h, span_t *s) {
 static void recount_one(span_t *s, void *unused) {
   (void)unused;
   span_set_cursor(s, (unsigned)(s->cursor - s->bits));
-  uint32_t free_slots = 0;
-  for (unsigned w = 0; w < s->nwords; w++)
-    free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
-  s->used = s->nslots - free_slots + (s->list == SL_CUR);
+  s->used = s->nslots - span_count_free(s) + (s->list == SL_CUR);
 }
 
 static void repair_one(span_t *s, void *vh) {

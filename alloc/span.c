@@ -197,12 +197,14 @@ static void span_purge_used(span_t *s, uint32_t used, bool always) {
 
 void span_purge_holes(span_t *s, bool always) { span_purge_used(s, s->used, always); }
 
-void span_purge_idle(span_t *s) {
-  uint32_t free_slots = 0;
+uint32_t span_count_free(const span_t *s) {
+  uint32_t n = 0;
   for (unsigned w = 0; w < s->nwords; w++)
-    free_slots += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
-  span_purge_used(s, s->nslots - free_slots, false);
+    n += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
+  return n;
 }
+
+void span_purge_idle(span_t *s) { span_purge_used(s, s->nslots - span_count_free(s), false); }
 
 void span_forget_holes(span_t *s) {
   nalloc_assert(s->nholes > 0);

@@ -171,6 +171,9 @@ void span_purge_holes(span_t *s, bool always);
  * current). `used`, which those frees count down, is not read: the free
  * bitmap is counted instead. */
 void span_purge_idle(span_t *s);
+/* Slots free in the free bitmap (remote frees not counted): the truth
+ * that `used` caches, for whoever cannot trust or read `used`. */
+uint32_t span_count_free(const span_t *s);
 /* s has holes and is about to hand out slots again (its heap makes it
  * current), or goes back to the page heap: its purged pages stop being
  * counted as holes. They fault back in as the owner writes slots there;
