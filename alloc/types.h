@@ -213,6 +213,8 @@ typedef struct heap_bin_s {
                            time such a span comes back into use (0: 1) */
   uint16_t idle_sweeps; /* idle sweeps in a row in which the class
                            handed out no slot */
+  uint32_t look_nmalloc; /* the current span's nmalloc (low bits) at the
+                            last look for holes between sweeps */
 } heap_bin_t;
 
 typedef struct heap_s {
