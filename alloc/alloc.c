@@ -82,6 +82,7 @@ static NALLOC_NOINLINE void *alloc_other(tsd_t *tsd, size_t size, size_t align,
     errno = ENOMEM;
     return NULL;
   }
+  if (tsd->heap != &heap_none) heap_tick(tsd->heap);
   /* a grown block: pages of the thread's arena, where the spans it grew
    * out of give theirs back */
   if (own_page == OWN_GROWN && size <= SC_SMALL_MAX && align <= PAGE)

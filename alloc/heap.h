@@ -38,6 +38,11 @@ void heap_move(heap_t *h, arena_t *to);
 /* A block of class cls when the current span's pop failed; NULL when the
  * OS refuses memory. Shared heaps: called with the heap's lock held. */
 void *heap_alloc_slow(heap_t *h, unsigned cls);
+/* A page-run allocation of h's owner counts as a slow path toward h's next
+ * idle sweep: a thread whose small classes keep a few live blocks each
+ * (their cursor words never run dry) while it allocates page runs (the
+ * grown buffers of bench-realloc) would never sweep. */
+void heap_tick(heap_t *h);
 /* The owner frees slot i of s outside the fast path: s is on the full
  * list or holds sampled slots. False: a double free (nothing changed). */
 bool heap_free_owned(heap_t *h, span_t *s, uint32_t i);

@@ -163,36 +163,137 @@ static bool span_free_run(span_t *s, uint32_t i, uint32_t *lo, uint32_t *hi) {
   return true;
 }
 
-/* span_purge_holes with `used` slots in use (or freed remotely). */
-static void span_purge_used(span_t *s, uint32_t used, bool always) {
-  nalloc_assert(s->kind == SPAN_SMALL && s->list != SL_CUR);
-  size_t sz = s->slot_size, nfree = s->nslots - used;
-  /* A look costs a pass over the bitmap and a system call a run: the
-   * next one waits until an eighth of the slots more were freed. */
-  if (nfree * sz < PAGE ||
-      (!always && s->holes_used && used + s->nslots / 8u > s->holes_used))
-    return;
-  s->holes_used = (uint16_t)(used ? used : 1);
+/* Purges the whole pages of s on which every slot from slot `from` on is
+ * free in the free bitmap, and counts them as s's holes; returns them.
+ * Only the owner may, or whoever has claimed the owner's heap. */
+static size_t span_purge_from(span_t *s, uint32_t from) {
+  size_t sz = s->slot_size, holes = 0;
   arena_t *a = arena_get(s->arena);
-  size_t holes = 0;
   uint32_t lo, hi;
-  for (uint32_t i = 0; span_free_run(s, i, &lo, &hi); i = hi) {
+  for (uint32_t i = from; span_free_run(s, i, &lo, &hi); i = hi) {
     /* the whole pages inside the run; pages past the last slot hold
      * nothing (span_populate may have faulted them in) */
-    size_t from = ((size_t)lo * sz + PAGE - 1) / PAGE;
+    size_t first = ((size_t)lo * sz + PAGE - 1) / PAGE;
     size_t to = hi == s->nslots ? s->npages : (size_t)hi * sz / PAGE;
-    if (to <= from) continue;
-    os_purge((void *)(s->start + from * PAGE), (to - from) * PAGE);
+    if (to <= first) continue;
+    os_purge((void *)(s->start + first * PAGE), (to - first) * PAGE);
     atomic_fetch_add_explicit(&a->nholes_calls, 1, memory_order_relaxed);
-    holes += to - from;
+    holes += to - first;
   }
-  /* no slot was handed out since the last look (s was never current in
-   * between, or its holes were filled and counted out): the old holes are
-   * among these */
+  /* no slot was handed out over the old holes since they were counted
+   * (s was never current in between, or its holes were counted out, or
+   * no malloc reached them: span_tail_intact): they are among these */
   nalloc_assert(holes >= s->nholes);
   atomic_fetch_add_explicit(&a->npages_holes, holes - s->nholes, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->nholes_purged, holes - s->nholes, memory_order_relaxed);
   s->nholes = (uint16_t)holes;
+  return holes;
+}
+
+/* span_purge_holes with `used` slots in use (or freed remotely). */
+static void span_purge_used(span_t *s, uint32_t used, bool always) {
+  nalloc_assert(s->kind == SPAN_SMALL && s->list != SL_CUR);
+  size_t nfree = s->nslots - used;
+  /* A look costs a pass over the bitmap and a system call a run: the
+   * next one waits until an eighth of the slots more were freed. */
+  if (nfree * s->slot_size < PAGE ||
+      (!always && s->holes_used && used + s->nslots / 8u > s->holes_used))
+    return;
+  s->holes_used = (uint16_t)(used ? used : 1);
+  span_purge_from(s, 0);
+}
+
+/* The position of the k-th (1-based) set bit of m, which has k or more:
+ * halves by popcount, six steps whatever k. */
+static unsigned bit_select(uint64_t m, unsigned k) {
+  unsigned pos = 0;
+  for (unsigned w = 32; w != 0; w >>= 1) {
+    uint64_t lo = m & ((UINT64_C(1) << w) - 1);
+    unsigned c = (unsigned)__builtin_popcountll(lo);
+    if (c < k) {
+      k -= c;
+      m >>= w;
+      pos += w;
+    } else {
+      m = lo;
+    }
+  }
+  return pos;
+}
+
+/* The slot after the k-th (k >= 1) free slot of word w, or the end of the
+ * word when it has fewer; *n: the free slots counted. */
+static uint32_t word_kth_free(const span_t *s, unsigned w, uint32_t k, uint32_t *n) {
+  uint64_t m = load_rlx(&s->bits[w]);
+  uint32_t c = (uint32_t)__builtin_popcountll(m);
+  if (c < k) {
+    *n = c;
+    return (w + 1) * 64;
+  }
+  *n = k;
+  return w * 64 + bit_select(m, k) + 1;
+}
+
+/* Free slots below slot `end`. */
+static uint32_t span_free_below(const span_t *s, uint32_t end) {
+  uint32_t n = 0;
+  unsigned w = 0;
+  for (; w < end / 64 && w < s->nwords; w++) n += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
+  if (w < s->nwords && end % 64)
+    n += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]) & ((UINT64_C(1) << (end % 64)) - 1));
+  return n;
+}
+
+bool span_purge_tail(span_t *s, uint32_t keep) {
+  nalloc_assert(s->kind == SPAN_SMALL && s->list == SL_CUR && s->nholes == 0 && keep > 0);
+  uint32_t nfree = s->nslots + 1u - s->used; /* `used` has the phantom */
+  if (nfree <= keep || (size_t)(nfree - keep) * s->slot_size < PAGE) return false;
+  /* malloc takes the cursor's word's free slots lowest first, then the
+   * lowest word with a free slot: the next `keep` mallocs stay below
+   * `from`, and reach it only after `reach` mallocs (frees meanwhile
+   * only add free slots) */
+  unsigned cw = (unsigned)(s->cursor - s->bits);
+  uint32_t n, from = word_kth_free(s, cw, keep, &n), reach = keep;
+  if (n < keep) { /* the cursor's word, then the lowest free slots */
+    uint32_t want = keep - n;
+    for (unsigned w = 0; w < s->nwords && want > 0; w++) {
+      if (w == cw) continue;
+      uint32_t end = word_kth_free(s, w, want, &n);
+      want -= n;
+      if (n > 0 && end > from) from = end;
+    }
+    reach = span_free_below(s, from);
+  }
+  if (from >= s->nslots || (s->nslots - from) * s->slot_size < PAGE) return false;
+  if (span_purge_from(s, from) == 0) return false;
+  s->holes_reach = (uint32_t)s->nmalloc + reach;
+  s->holes_used = (uint16_t)from;
+  return true;
+}
+
+void span_tail_renew(span_t *s) {
+  nalloc_assert(s->list == SL_CUR && s->nholes > 0);
+  /* as span_purge_tail: the cursor's word is taken first */
+  unsigned cw = (unsigned)(s->cursor - s->bits), fw = s->holes_used / 64u;
+  uint32_t reach = 0;
+  if (cw < fw)
+    reach = span_free_below(s, s->holes_used);
+  else if (cw == fw)
+    reach = (uint32_t)__builtin_popcountll(load_rlx(&s->bits[cw]) &
+                                           ((UINT64_C(1) << (s->holes_used % 64)) - 1));
+  s->holes_reach = (uint32_t)s->nmalloc + reach;
+}
+
+bool span_tail_reached(const span_t *s) {
+  nalloc_assert(s->list == SL_CUR && s->nholes > 0);
+  uint32_t from = s->holes_used;
+  for (unsigned w = from / 64; w < s->nwords; w++) {
+    uint64_t used = ~load_rlx(&s->bits[w]);
+    if (w == from / 64) used &= ~UINT64_C(0) << (from % 64);
+    if (w + 1u == s->nwords && s->nslots % 64) used &= (UINT64_C(1) << (s->nslots % 64)) - 1;
+    if (used != 0) return true;
+  }
+  return false;
 }
 
 void span_purge_holes(span_t *s, bool always) { span_purge_used(s, s->used, always); }

@@ -163,7 +163,11 @@ typedef struct span_s {
                               (span_purge_holes), not yet counted back by
                               its next turn as its heap's current span */
       uint16_t holes_used; /* `used` at the last look for holes; 0 before
-                              any */
+                              any. A current span's tail holes: the first
+                              slot purged (span_purge_tail) */
+      uint32_t holes_reach; /* current span with holes (span_purge_tail):
+                               the nmalloc at which a malloc may first
+                               reach them */
     };
   };
   /* SPAN_SMALL: the free bitmap, bits[0..nwords) (1 = slot free, written
@@ -215,6 +219,14 @@ typedef struct heap_bin_s {
                            handed out no slot */
   uint32_t look_nmalloc; /* the current span's nmalloc (low bits) at the
                             last look for holes between sweeps */
+  uint8_t tail_wait;     /* sweeps before the current span's free tail may
+                            be purged again (its holes came back) */
+  uint8_t tail_passes;   /* times the current span's tail holes may have
+                            been reached, and were not (gc_tail) */
+  uint8_t tail_sweeps;   /* sweeps into the current window (gc_tail)... */
+  uint16_t tail_peak;    /* ...the most slots the class's current span had
+                            in use at them... */
+  uint16_t tail_prev;    /* ...and at the previous window's */
 } heap_bin_t;
 
 typedef struct heap_s {
