@@ -113,31 +113,41 @@ static NALLOC_ALWAYS_INLINE void *entry_alloc(size_t size, bool zero) {
   return malloc_slow(size, 0, zero, NULL, __builtin_frame_address(0));
 }
 
-/* p must start a slot of a span this thread owns with nothing sampled in
- * it (owner_fast): then the push checks the slot is in use and frees it.
- * Every other case (NULL, a pointer that is not ours, another thread's
- * block, a sampled or large one) is free_slow's. One unsigned compare
- * keeps both NULL and addresses past the page map out. */
-static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
-  if (likely(pagemap_covers(p))) {
-    span_t *s = pagemap_span(p);
-    bool ok;
-    uintptr_t i = span_slot(s, p, &ok);
-    heap_t *h = tsd_get()->heap;
-    if (likely(ok)) {
-      if (likely(load_racy(&s->owner_fast) == h)) {
-        /* no live sample in s (span_unsampled) */
-        nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
-        int r = span_push(s, i);
-        if (likely(r == PUSH_OK)) return;
-        if (r == PUSH_EMPTY) {
-          heap_span_empty(h, s);
-          return;
-        }
-      }
-      free_slot_slow(p, s, i, fn, h);
+/* p starts slot i of s. If s is one of h's spans on the fast path
+ * (owner_fast: on h's lists, nothing sampled in it), the push checks the
+ * slot is in use and frees it; every other case (another thread's block,
+ * a sampled, full or large span) is free_slot_slow's. */
+static NALLOC_ALWAYS_INLINE void entry_free_slot(void *p, span_t *s, uintptr_t i, uintptr_t w,
+                                                 int fn, heap_t *h) {
+  if (likely(load_racy(&s->owner_fast) == h)) {
+    /* no live sample in s (span_unsampled) */
+    nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
+    int r = span_push_at(s, i, w);
+    if (likely(r == PUSH_OK)) return;
+    if (r == PUSH_EMPTY) {
+      heap_span_empty(h, s);
       return;
     }
+  }
+  free_slot_slow(p, s, i, fn, h);
+}
+
+/* p in s's pages: its slot if p starts one. */
+static NALLOC_ALWAYS_INLINE void entry_free_in(void *p, span_t *s, int fn, heap_t *h) {
+  bool ok;
+  uintptr_t w;
+  uintptr_t i = span_slot_word(s, p, &ok, &w);
+  if (likely(ok)) entry_free_slot(p, s, i, w, fn, h);
+  else free_slow(p, fn);
+}
+
+/* free: NULL, a pointer that is not ours, another thread's block, a
+ * sampled or large one go to the slow paths (one unsigned compare keeps
+ * both NULL and addresses past the page map out). */
+static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
+  if (likely(pagemap_covers(p))) {
+    entry_free_in(p, pagemap_span(p), fn, tsd_get()->heap);
+    return;
   }
   free_slow(p, fn);
 }

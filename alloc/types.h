@@ -347,6 +347,11 @@ _Static_assert((uint64_t)SPAN_MAX_BYTES * (((uint64_t)1 << SC_DIV_SHIFT) / 16 + 
                "slot index by multiplication must not overflow");
 _Static_assert(((size_t)1 << SC_DIV_SHIFT) / SPAN_MAX_BYTES >= SC_SMALL_MAX,
                "slot index by multiplication must be exact in a span");
+_Static_assert(SC_DIV_SHIFT == 40 && SPAN_MAX_BYTES <= ((size_t)1 << 20) &&
+                   ((uint64_t)1 << SC_DIV_SHIFT) / SC_SMALL_MAX >= ((uint64_t)1 << 24) &&
+                   SPAN_MAX_SLOTS < 65536,
+               "span_slot: a slot start's product has bits 24..39 zero, another "
+               "offset's not, and the index fits 16 bits");
 _Static_assert(SPAN_MAX_SLOTS % 64 == 0 && SPAN_MAX_WORDS <= 16,
                "bitmap words");
 _Static_assert(SC_NSMALL < 256, "a class fits in span_t.cls");
