@@ -141,12 +141,35 @@ static NALLOC_ALWAYS_INLINE void entry_free_in(void *p, span_t *s, int fn, heap_
   else free_slow(p, fn);
 }
 
+/* The guess, read again as a value the compiler cannot tie to the one it
+ * compared with the map's answer (a volatile read is neither merged with
+ * that one nor known to equal it): on the branch where they are equal it
+ * would otherwise go on with the map's register. */
+static NALLOC_ALWAYS_INLINE span_t *entry_guess_reload(tsd_t *tsd) {
+  return *(span_t *volatile *)&tsd->free_span;
+}
+
 /* free: NULL, a pointer that is not ours, another thread's block, a
  * sampled or large one go to the slow paths (one unsigned compare keeps
- * both NULL and addresses past the page map out). */
+ * both NULL and addresses past the page map out).
+ *
+ * The span guess (issue 11): when the page map's span is the one the
+ * thread's malloc last took a fresh bitmap word from (tsd.free_span, set
+ * by malloc_dry and alloc_small), the rest of the free reads the guess
+ * again from the thread's block, so the slot's bitmap word follows from p
+ * by a subtraction, a multiplication and a shift while the map's two
+ * dependent loads only confirm the branch. A LIFO program's pair is one
+ * dependency chain through p (the malloc pops the word the free just
+ * wrote): bench-fastpath 2.2x faster. A miss costs the compare and
+ * nothing else (no store: a guess that follows the frees costs a store a
+ * miss, +0.8-1.8% instructions in list, larson, small, random). A stale
+ * guess is harmless: it is used only when it equals the map's answer. */
 static NALLOC_ALWAYS_INLINE void entry_free(void *p, int fn) {
   if (likely(pagemap_covers(p))) {
-    entry_free_in(p, pagemap_span(p), fn, tsd_get()->heap);
+    tsd_t *tsd = tsd_get();
+    span_t *s = pagemap_span(p);
+    if (likely(s == tsd->free_span)) s = entry_guess_reload(tsd);
+    entry_free_in(p, s, fn, tsd->heap);
     return;
   }
   free_slow(p, fn);

@@ -317,6 +317,10 @@ enum { TSD_UNINIT = 0, TSD_NOMINAL = 1, TSD_TEARDOWN = 2 };
 typedef struct tsd_s {
   heap_t *heap;             /* never NULL: heap_none until the thread has one */
   int64_t prof_countdown;   /* requested bytes left until the next sample */
+  /* free's guess of the span of the block it frees (entry_free): the
+   * current span of the class malloc last refilled. Used only when it
+   * equals the page map's answer, so it may be stale (NULL at first). */
+  struct span_s *free_span;
   uint8_t state;            /* TSD_* */
   uint8_t reentrant;        /* >0: inside nalloc internals; never sample */
   uint8_t prof_busy;        /* >0: in the profiler's sampled paths beyond
