@@ -23,6 +23,7 @@ static void *alloc_small(tsd_t *tsd, unsigned cls) {
     void *p = span_pop(h->cur[cls]);
     if (p != NULL) return p;
     p = heap_alloc_slow(h, cls);
+    tsd->free_span = h->cur[cls]; /* free's guess (entry_free) */
     background_poll(); /* new spans may have asked for the decay thread */
     return p;
   }
@@ -38,6 +39,9 @@ void *malloc_dry(size_t size, int64_t cd, bool zero) {
   void *p;
   if (likely(sc_size(cls) <= opt_tcache_max)) {
     p = heap_alloc_slow(tsd->heap, cls);
+    /* free's guess (entry_free): the span the next slots come from, which
+     * a LIFO program frees them back into */
+    tsd->free_span = tsd->heap->cur[cls];
     background_poll(); /* new spans may have asked for the decay thread */
   } else {
     p = alloc_small(tsd, cls); /* the arena's shared heap */

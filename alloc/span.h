@@ -34,24 +34,37 @@ static inline uintptr_t span_end(const span_t *s) { return s->start + s->npages 
 
 /* Slot index of p in small span s, and whether p starts that slot, from
  * one multiplication: off * div_mul is (index << 40) plus, for a slot
- * start, k * (size * div_mul - 2^40) < off < SPAN_MAX_BYTES, and for any
- * other offset r * div_mul + ... >= 2^40 / size >= 2^24 (and < 2^40). So
- * bits 20..39 of the product are zero exactly at slot starts. The index
- * must also be below nslots: the span's pages may end in a tail shorter
- * than a slot (80-byte slots in 4 KiB), or longer (nslots is capped at
+ * start, k * (size * div_mul - 2^40) < off < SPAN_MAX_BYTES (below 2^20),
+ * and for any other offset r * div_mul + ... >= 2^40 / size >= 2^24 (and
+ * < 2^40). So bits 24..39 of the product are zero exactly at slot starts;
+ * the index, bits 40..55, is below 2^16 (off < 2^20, div_mul <= 2^36 for
+ * slots of 16 bytes or more), and bits 56..63 are zero. The index must
+ * also be below nslots: the span's pages may end in a tail shorter than a
+ * slot (80-byte slots in 4 KiB), or longer (nslots is capped at
  * SPAN_MAX_SLOTS), whose "slot starts" are no slots (freeing one set a bit
  * past the last slot, or past the bitmap, and malloc handed the tail out
- * across the span's end). The index is below 2^16 (off < SPAN_MAX_BYTES,
- * slots of 16 bytes or more): a 16-bit compare. (Other kinds of span have
- * div_mul 0 and nslots 0: no p passes.) */
-#define SPAN_SLOT_MASK ((((uint64_t)1 << SC_DIV_SHIFT) - 1) & ~(uint64_t)(SPAN_MAX_BYTES - 1))
-static NALLOC_ALWAYS_INLINE uintptr_t span_slot(const span_t *s, const void *p, bool *ok) {
+ * across the span's end). Both checks are one compare: the product's bits
+ * 24..63 rotated right by 16 put the index in the low bits and the bits
+ * that must be zero on top, so that value is below nslots exactly when p
+ * starts a slot whose index is below nslots, and is then the index (one
+ * instruction fewer than a mask test and an index compare; the result is
+ * the index only when *ok). (Other kinds of span have div_mul 0 and nslots
+ * 0: no p passes.) *word: the index's bitmap word, when *ok. */
+static NALLOC_ALWAYS_INLINE uintptr_t span_slot_word(const span_t *s, const void *p, bool *ok,
+                                                    uintptr_t *word) {
   uint64_t prod = ((uintptr_t)p - s->start) * s->div_mul;
-  uintptr_t i = (uintptr_t)(prod >> SC_DIV_SHIFT); /* not narrowed: free's
-                                                      fast path keeps one
-                                                      register */
-  *ok = (prod & SPAN_SLOT_MASK) == 0 && (uint16_t)i < s->nslots;
-  return i;
+  uint64_t q = prod >> (SC_DIV_SHIFT - 16);
+  uintptr_t r = (q >> 16) | (q << 48);
+  *ok = r < s->nslots;
+  /* the bitmap word straight from the product, not after the rotation:
+   * two cycles fewer before the word's load (bench-fastpath's chain) */
+  *word = (uintptr_t)(prod >> (SC_DIV_SHIFT + 6));
+  return r;
+}
+
+static NALLOC_ALWAYS_INLINE uintptr_t span_slot(const span_t *s, const void *p, bool *ok) {
+  uintptr_t w;
+  return span_slot_word(s, p, ok, &w);
 }
 
 /* Owner only. The free slots of the cursor's word (0: none there)... */
@@ -98,14 +111,19 @@ enum { PUSH_DOUBLE = 0, PUSH_OK = 1, PUSH_EMPTY = 2 };
 /* Owner only: frees slot i. PUSH_DOUBLE (nothing changed) when the slot
  * is already free, locally or remotely; PUSH_EMPTY when it was the last
  * slot in use. */
-static NALLOC_ALWAYS_INLINE int span_push(span_t *s, uintptr_t i) {
-  _Atomic uint64_t *wp = &s->bits[i >> 6];
+static NALLOC_ALWAYS_INLINE int span_push_at(span_t *s, uintptr_t i, uintptr_t w) {
+  nalloc_assert(w == i >> 6);
+  _Atomic uint64_t *wp = &s->bits[w];
   uint64_t x = load_rlx(wp);
   /* a shift rather than a mask, and bts64: bt and bts, three
    * instructions fewer than building the mask */
   if (unlikely(((x | load_rlx(wp + SPAN_RBITS)) >> (i & 63)) & 1)) return PUSH_DOUBLE;
   store_rlx(wp, bts64(x, i));
   return likely(--s->used != 0) ? PUSH_OK : PUSH_EMPTY;
+}
+
+static NALLOC_ALWAYS_INLINE int span_push(span_t *s, uintptr_t i) {
+  return span_push_at(s, i, i >> 6);
 }
 
 /* Any thread: whether slot i is in use (a racy read, for the checks of

@@ -331,6 +331,10 @@ enum { TSD_UNINIT = 0, TSD_NOMINAL = 1, TSD_TEARDOWN = 2 };
 typedef struct tsd_s {
   heap_t *heap;             /* never NULL: heap_none until the thread has one */
   int64_t prof_countdown;   /* requested bytes left until the next sample */
+  /* free's guess of the span of the block it frees (entry_free): the
+   * current span of the class malloc last refilled. Used only when it
+   * equals the page map's answer, so it may be stale (NULL at first). */
+  struct span_s *free_span;
   uint8_t state;            /* TSD_* */
   uint8_t reentrant;        /* >0: inside nalloc internals; never sample */
   uint8_t prof_busy;        /* >0: in the profiler's sampled paths beyond
@@ -361,6 +365,11 @@ _Static_assert((uint64_t)SPAN_MAX_BYTES * (((uint64_t)1 << SC_DIV_SHIFT) / 16 + 
                "slot index by multiplication must not overflow");
 _Static_assert(((size_t)1 << SC_DIV_SHIFT) / SPAN_MAX_BYTES >= SC_SMALL_MAX,
                "slot index by multiplication must be exact in a span");
+_Static_assert(SC_DIV_SHIFT == 40 && SPAN_MAX_BYTES <= ((size_t)1 << 20) &&
+                   ((uint64_t)1 << SC_DIV_SHIFT) / SC_SMALL_MAX >= ((uint64_t)1 << 24) &&
+                   SPAN_MAX_SLOTS < 65536,
+               "span_slot: a slot start's product has bits 24..39 zero, another "
+               "offset's not, and the index fits 16 bits");
 _Static_assert(SPAN_MAX_SLOTS % 64 == 0 && SPAN_MAX_WORDS <= 16,
                "bitmap words");
 _Static_assert(SC_NSMALL < 256, "a class fits in span_t.cls");

@@ -7,11 +7,16 @@
  *   and less than 1/32 of 2^k for a request of 2^k (512 B to 4 KiB) plus
  *   up to 2^k/8 (a power of two and a header, types.h);
  * - span geometry is consistent and sc_slot_of (division by
- *   multiplication) is exact for every byte of every slot. */
+ *   multiplication) is exact for every byte of every slot;
+ * - span_slot_word (free's check of a pointer: a slot start, below nslots,
+ *   by one multiplication and one compare) agrees with division for every
+ *   byte offset of every span size of every class, and of a span of 2^20
+ *   bytes; a record of another kind (div_mul 0, no slots) takes nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "size_class.h"
+#include "span.h"
 
 #include "../check_core.h"
 
@@ -31,8 +36,45 @@ static void check_generated(void) {
            sc_lookup[k], lookup[k]);
 }
 
+/* span_slot_word for every offset of a span of `bytes` bytes of class c
+ * against the truth: p starts a slot exactly when off % size is 0 and
+ * off / size < nslots, and then the index and its bitmap word follow. */
+static void check_span_slot(unsigned c, size_t bytes, unsigned nslots) {
+  static span_t s; /* no bitmaps needed: only the header is read */
+  size_t size = sc_size(c);
+  s.start = (uintptr_t)1 << 32;
+  s.div_mul = sc_info[c].div_mul;
+  s.nslots = (uint16_t)nslots;
+  for (size_t off = 0; off < bytes; off++) {
+    bool ok;
+    uintptr_t w, i = span_slot_word(&s, (void *)(s.start + off), &ok, &w);
+    bool want = off % size == 0 && off / size < nslots;
+    if (ok != want || (ok && (i != off / size || w != i >> 6)))
+      CHECKF(0, "class %u (size %zu, %u slots in %zu bytes), offset %zu: ok %d index %lu "
+             "word %lu, want ok %d index %zu", c, size, nslots, bytes, off, ok,
+             (unsigned long)i, (unsigned long)w, want, off / size);
+  }
+}
+
 int main(void) {
   check_generated();
+  for (unsigned c = 0; c < SC_NSMALL; c++) {
+    for (int k = 0; k < 3; k++)
+      if (k == 0 || sc_info[c].npages[k] != sc_info[c].npages[k - 1])
+        check_span_slot(c, sc_info[c].npages[k] * PAGE, sc_nslots(c, sc_info[c].npages[k]));
+    /* the longest span there can be, and its slots up to the cap */
+    check_span_slot(c, SPAN_MAX_BYTES, sc_nslots(c, SPAN_MAX_BYTES / PAGE));
+  }
+  {
+    static span_t other; /* a large or free record: div_mul and nslots 0 */
+    other.start = (uintptr_t)1 << 32;
+    for (size_t off = 0; off < SPAN_MAX_BYTES; off += 4093) {
+      bool ok;
+      uintptr_t w;
+      span_slot_word(&other, (void *)(other.start + off), &ok, &w);
+      CHECKF(!ok, "a record with no slots took offset %zu", off);
+    }
+  }
   for (unsigned c = 0; c < SC_NSMALL; c++) {
     size_t s = sc_size(c);
     CHECKF(s % 16 == 0, "class %u size %zu not a multiple of 16", c, s);
