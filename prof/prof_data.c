@@ -137,6 +137,14 @@ static void tail_put(prof_tail_t *t) {
 
 /* ---- gctx --------------------------------------------------------------- */
 
+/* gctxs per bucket before the table doubles: it is searched only when a
+ * thread meets a stack for the first time (a chain step is a gctx's line
+ * to read), and at a load of 1 its buckets were 0.5 MiB of CPython's
+ * tests' 16 MB of records (48k stacks). The tail table stays at 1: it is
+ * searched for every chunk of a new stack's tail (~6 for CPython's), and
+ * its buckets are an eighth as many. */
+#define PROF_GCTX_LOAD 2
+
 static void gctx_tab_grow(void) {
   size_t ncap = gctx_cap ? gctx_cap * 2 : 1024;
   prof_gctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
@@ -155,8 +163,9 @@ static void gctx_tab_grow(void) {
   gctx_cap = ncap;
 }
 
-/* Chained hash; the bucket array doubles when the load passes 1. Called
- * only when a thread meets a stack for the first time. Returns the gctx
+/* Chained hash; the bucket array doubles when the load passes
+ * PROF_GCTX_LOAD. Called only when a thread meets a stack for the first
+ * time. Returns the gctx
  * with one more reference (the caller's new tctx). */
 static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   nlock_lock(&prof_gctx_lock);
@@ -168,7 +177,7 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
         return g;
       }
   }
-  if (gctx_n >= gctx_cap) gctx_tab_grow();
+  if (gctx_n >= PROF_GCTX_LOAD * gctx_cap) gctx_tab_grow();
   prof_gctx_t *g = gctx_tab ? prof_mem_alloc(gctx_size(n), PM_GCTX) : NULL;
   prof_tail_t *tail = NULL;
   if (g != NULL && n > PROF_LEAF &&
@@ -347,16 +356,33 @@ static void tctx_free(prof_tctx_t *t, bool fold) {
 
 /* ---- the owner's (stack, bucket) table ---------------------------------- */
 
-static void tab_put(prof_tctx_t **tab, size_t cap, prof_tctx_t *t) {
+/* Open addressing, filled to at most 3/4. Each entry keeps the top bits of
+ * its tctx's hash above the pointer (prof_mem's records are user addresses
+ * of ADDR_BITS bits), so that a probe reads a tctx only when those agree:
+ * at 3/4 a probe passes ~2.5 entries, and without the tag each one was a
+ * tctx's line to read. Filled to 1/2 untagged, the table was 1 MiB of
+ * CPython's tests' 16 MB of records (48k stacks, capacity 128k). */
+#define TAB_PTR (((uintptr_t)1 << ADDR_BITS) - 1)
+static inline uintptr_t tab_tag(uint64_t h) {
+  return (uintptr_t)(h >> ADDR_BITS) << ADDR_BITS;
+}
+static inline prof_tctx_t *tab_tctx(uintptr_t e) {
+  return (prof_tctx_t *)(e & TAB_PTR);
+}
+/* Whether a table of capacity cap holds n entries within its load. */
+static inline bool tab_fits(size_t n, size_t cap) { return 4 * n <= 3 * cap; }
+
+static void tab_put(uintptr_t *tab, size_t cap, prof_tctx_t *t) {
+  nalloc_assert(((uintptr_t)t & ~TAB_PTR) == 0);
   size_t j = t->hash & (cap - 1);
   while (tab[j]) j = (j + 1) & (cap - 1);
-  tab[j] = t;
+  tab[j] = (uintptr_t)t | tab_tag(t->hash);
 }
 
-/* Builds a table of capacity `cap` (a power of two, at least twice the
- * tctxs) from the owner's list. */
+/* Builds a table of capacity `cap` (a power of two that fits the tctxs:
+ * tab_fits) from the owner's list. */
 static void tab_rebuild(prof_tdata_t *td, size_t cap) {
-  prof_tctx_t **nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
+  uintptr_t *nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
   if (nt == NULL) { /* no memory: refill the old array in place */
     nt = td->tab;
     cap = td->tab_cap;
@@ -377,12 +403,12 @@ static void tab_rebuild(prof_tdata_t *td, size_t cap) {
 }
 
 static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
-  if ((td->tab_n + 1) * 2 > td->tab_cap) {
+  if (!tab_fits(td->tab_n + 1, td->tab_cap)) {
     size_t ncap = td->tab_cap ? td->tab_cap * 2 : 64;
-    prof_tctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+    uintptr_t *nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
     if (nt == NULL) return false;
     for (size_t i = 0; i < td->tab_cap; i++)
-      if (td->tab[i] != NULL) tab_put(nt, ncap, td->tab[i]);
+      if (td->tab[i] != 0) tab_put(nt, ncap, tab_tctx(td->tab[i]));
     prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
     td->tab = nt;
     td->tab_cap = ncap;
@@ -423,7 +449,7 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
                                              memory_order_acquire),
                         memory_order_relaxed);
   if (!tab_insert(td, t)) {
-    prof_mem_free(t, sizeof *t, PM_TCTX);
+    prof_mem_free(t, prof_tctx_size(td->lg), PM_TCTX);
     gctx_unref(g);
     return NULL;
   }
@@ -440,9 +466,12 @@ static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n,
   uint64_t h = hs ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
+    uintptr_t tag = tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
-      prof_tctx_t *t = td->tab[j];
-      if (t == NULL) break;
+      uintptr_t e = td->tab[j];
+      if (e == 0) break;
+      if ((e & ~TAB_PTR) != tag) continue;
+      prof_tctx_t *t = tab_tctx(e);
       if (t->hash == h && t->bkt == bkt && t->node == td->node &&
           bt_same(t->gctx, pcs, n))
         return t;
@@ -477,9 +506,12 @@ prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
   uint64_t h = g->hash ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
+    uintptr_t tag = tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
-      prof_tctx_t *t = td->tab[j];
-      if (t == NULL) break;
+      uintptr_t e = td->tab[j];
+      if (e == 0) break;
+      if ((e & ~TAB_PTR) != tag) continue;
+      prof_tctx_t *t = tab_tctx(e);
       if (t->gctx == g && t->bkt == bkt && t->node == td->node) return t;
     }
   }
@@ -771,7 +803,7 @@ void prof_tdata_sweep(prof_tdata_t *td) {
   atomic_store_explicit(&td->rec.ntctx, left, memory_order_relaxed);
   if (freed > 0) {
     size_t cap = 64;
-    while (cap < 2 * (left + 1)) cap *= 2;
+    while (!tab_fits(left + 1, cap)) cap *= 2;
     tab_rebuild(td, cap);
   }
   nlock_unlock(&prof_tdatas_lock);

@@ -455,7 +455,8 @@ typedef struct prof_tdata_s {
   uintptr_t code_seen[64];          /* fp walker: return addresses known to
                                        be code (direct-mapped by address) */
   uintptr_t code_bad;               /* fp walker: the last one that was not */
-  prof_tctx_t **tab;                /* owner-private (bt, bucket) -> tctx */
+  uintptr_t *tab;                   /* owner-private (bt, bucket) -> tctx,
+                                       tagged (prof_data.c) */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
