@@ -372,11 +372,18 @@ static inline prof_tctx_t *tab_tctx(uintptr_t e) {
 /* Whether a table of capacity cap holds n entries within its load. */
 static inline bool tab_fits(size_t n, size_t cap) { return 4 * n <= 3 * cap; }
 
+/* t's key in the table: its stack's hash mixed with its bucket and node
+ * (not kept in t: the 8 bytes took an exact-mode tctx past 96). */
+static inline uint64_t tctx_hash(const prof_tctx_t *t) {
+  return t->gctx->hash ^ key_mix(t->bkt, t->node);
+}
+
 static void tab_put(uintptr_t *tab, size_t cap, prof_tctx_t *t) {
   nalloc_assert(((uintptr_t)t & ~TAB_PTR) == 0);
-  size_t j = t->hash & (cap - 1);
+  uint64_t h = tctx_hash(t);
+  size_t j = h & (cap - 1);
   while (tab[j]) j = (j + 1) & (cap - 1);
-  tab[j] = (uintptr_t)t | tab_tag(t->hash);
+  tab[j] = (uintptr_t)t | tab_tag(h);
 }
 
 /* Builds a table of capacity `cap` (a power of two that fits the tctxs:
@@ -438,16 +445,17 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
   atomic_store_explicit(&t->owner, &td->rec, memory_order_relaxed);
   t->gen = (uint16_t)atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
   t->gctx = g;
-  t->hash = h;
   t->lg = (uint8_t)td->lg;
   t->bkt = (uint8_t)bkt;
   t->node = td->node;
+  nalloc_assert(tctx_hash(t) == h);
   t->dumped = UINT64_MAX; /* no dump has seen it */
   /* It held nothing at the last peak: its copy of that moment is 0. */
-  atomic_store_explicit(&t->pk_epoch,
-                        atomic_load_explicit(&prof_pk_epoch,
-                                             memory_order_acquire),
-                        memory_order_relaxed);
+  if (opt_prof_peak)
+    atomic_store_explicit(prof_tctx_pk_epoch(t),
+                          atomic_load_explicit(&prof_pk_epoch,
+                                               memory_order_acquire),
+                          memory_order_relaxed);
   if (!tab_insert(td, t)) {
     prof_mem_free(t, prof_tctx_size(td->lg), PM_TCTX);
     gctx_unref(g);
@@ -472,7 +480,7 @@ static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n,
       if (e == 0) break;
       if ((e & ~TAB_PTR) != tag) continue;
       prof_tctx_t *t = tab_tctx(e);
-      if (t->hash == h && t->bkt == bkt && t->node == td->node &&
+      if (t->bkt == bkt && t->node == td->node && t->gctx->hash == hs &&
           bt_same(t->gctx, pcs, n))
         return t;
     }

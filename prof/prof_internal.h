@@ -262,15 +262,18 @@ enum { PC_ALLOC, PC_FREED, PC_REMOTE, PC_PK, PC_NSETS };
  * update, the owner's counters, and other threads' counters plus the peak
  * copy, so that neither another thread's tctx nor a remote free touches
  * the line the owner writes on each malloc and free. Exact mode (lg 0)
- * keeps two counts a set, all four sets on the second line: two lines
- * (prof_tctx_size), for a program with many stacks (CPython's tests: 49k
- * tctxs, 9.5 MB at three lines), at the price of remote frees sharing the
- * line the owner writes. */
+ * keeps two counts a set right after the 48-byte head: 96 bytes (three
+ * sets; prof_mem has 32-byte classes up to 256), 128 with the peak
+ * profile (its PC_PK set and epoch after them), for a program with many
+ * stacks (CPython's tests: 48k tctxs, 9.5 MB at three lines, 6.2 MB at
+ * two), at the price of remote frees sharing the lines the owner writes
+ * and of records that share a line with their neighbours in the slab
+ * (the owner's, mostly). The owner's table keys it by (stack, bucket,
+ * node): prof_tctx_hash, from the gctx's hash (no field of its own). */
 typedef struct prof_tctx_s {
   _Atomic(prof_trec_t *) owner;
   prof_gctx_t *gctx;
   struct prof_tctx_s *next; /* owner record's list, published with release */
-  uint64_t hash;            /* of (stack, bucket, node): the owner's table */
   uint8_t lg;               /* sample rate its counters were made with */
   uint8_t bkt;              /* size bucket (0 in exact mode) */
   uint8_t node;             /* NUMA node of the memory it counts: the node
@@ -281,36 +284,57 @@ typedef struct prof_tctx_s {
                                frozen (set with release) */
   uint16_t gen;             /* prof_reset_gen when made: older ones were
                                forgotten by prof.reset */
-  _Atomic uint64_t pk_epoch; /* the PC_PK set holds the live counts at this
-                                peak */
   uint64_t dumped;          /* allocated objects when the last dump found
                                nothing live; UINT64_MAX: it did not */
   /* Exact mode: objects the owner freed before it allocated anything else
-   * (heaptrack's "temporary" allocations). Owner only; on this line, which
+   * (heaptrack's "temporary" allocations). Owner only; in the head, which
    * had room, because it changes only on such frees. */
   _Atomic uint64_t temp;
-  /* sampled: PC_ALLOC, PC_FREED | PC_REMOTE, PC_PK, C_N each;
-   * exact: the four sets of PROF_EXACT_NC on one line */
-  _Alignas(CACHELINE) _Atomic uint64_t cnt[PC_NSETS * C_N];
+  union {
+    struct { /* sampled (lg > 0) */
+      _Atomic uint64_t pk_epoch; /* the PC_PK set holds the live counts at
+                                    this peak */
+      uint64_t pad_;
+      /* PC_ALLOC, PC_FREED | PC_REMOTE, PC_PK, C_N each: offset 64 */
+      _Atomic uint64_t cnt[PC_NSETS * C_N];
+    } s;
+    struct { /* exact (lg 0): PC_ALLOC, PC_FREED, PC_REMOTE, PROF_EXACT_NC
+                each, then with prof_peak only (prof_tctx_size) PC_PK and
+                its epoch */
+      _Atomic uint64_t cnt[PC_NSETS * PROF_EXACT_NC];
+      _Atomic uint64_t pk_epoch;
+    } x;
+  } u;
 } prof_tctx_t;
-_Static_assert(offsetof(prof_tctx_t, temp) + sizeof(uint64_t) <= CACHELINE &&
+_Static_assert(offsetof(prof_tctx_t, u) == 48 &&
+                   offsetof(prof_tctx_t, u.s.cnt) == CACHELINE &&
                    sizeof(prof_tctx_t) == 3 * CACHELINE &&
                    2 * C_N * sizeof(uint64_t) == CACHELINE &&
-                   PC_NSETS * PROF_EXACT_NC * sizeof(uint64_t) == CACHELINE,
-               "node and temp fit the first line: a tctx is 3 lines sampled, "
-               "2 exact");
+                   offsetof(prof_tctx_t, u.x.cnt) +
+                           PC_PK * PROF_EXACT_NC * sizeof(uint64_t) == 96 &&
+                   offsetof(prof_tctx_t, u.x.pk_epoch) + 8 <= 2 * CACHELINE,
+               "a tctx is 3 lines sampled (counters from the second line), "
+               "96 bytes exact, 128 exact with the peak profile");
 
 /* Counts a set of t holds (its layout is fixed by its lg). */
 static inline unsigned prof_tctx_nc(const prof_tctx_t *t) {
   return t->lg != 0 ? C_N : PROF_EXACT_NC;
 }
-/* Set `set` of t (PC_*): its counts, indexed by C_OBJS.. */
+/* Set `set` of t (PC_*): its counts, indexed by C_OBJS.. (PC_PK of an
+ * exact-mode tctx only with opt_prof_peak: prof_tctx_size). */
 static inline _Atomic uint64_t *prof_tctx_cnt(prof_tctx_t *t, unsigned set) {
-  return &t->cnt[set * prof_tctx_nc(t)];
+  nalloc_assert(set != PC_PK || t->lg != 0 || opt_prof_peak);
+  return t->lg != 0 ? &t->u.s.cnt[set * C_N] : &t->u.x.cnt[set * PROF_EXACT_NC];
 }
 /* The same in exact mode (t->lg == 0 known): no branch on the hot paths. */
 static inline _Atomic uint64_t *prof_tctx_xcnt(prof_tctx_t *t, unsigned set) {
-  return &t->cnt[set * PROF_EXACT_NC];
+  return &t->u.x.cnt[set * PROF_EXACT_NC];
+}
+/* The epoch of t's PC_PK set: kept only with opt_prof_peak (PROF_SLOW_PEAK
+ * set), as the set itself. */
+static inline _Atomic uint64_t *prof_tctx_pk_epoch(prof_tctx_t *t) {
+  nalloc_assert(opt_prof_peak);
+  return t->lg != 0 ? &t->u.s.pk_epoch : &t->u.x.pk_epoch;
 }
 /* Counts read from an exact-mode tctx (which keeps objects and bytes
  * only): its unbiased values are the raw ones. */
@@ -319,9 +343,9 @@ static inline void prof_cnt_exact(prof_cnt_t *c) {
   c->v[C_UBYTES] = c->v[C_BYTES];
 }
 static inline size_t prof_tctx_size(unsigned lg) {
-  return lg != 0 ? sizeof(prof_tctx_t)
-                 : offsetof(prof_tctx_t, cnt) +
-                       PC_NSETS * PROF_EXACT_NC * sizeof(uint64_t);
+  if (lg != 0) return sizeof(prof_tctx_t);
+  return opt_prof_peak ? offsetof(prof_tctx_t, u.x.pk_epoch) + sizeof(uint64_t)
+                       : offsetof(prof_tctx_t, u.x.cnt[PC_PK * PROF_EXACT_NC]);
 }
 _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
@@ -484,7 +508,9 @@ extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
 /* ---- prof_mem.c --------------------------------------------------------- */
 enum { PM_GCTX, PM_TCTX, PM_TDATA, PM_TREC, PM_TAB, PM_DUMP, PM_NKINDS };
 #define PROF_MEM_SLAB_MAX ((size_t)8 << 10)
-void *prof_mem_alloc(size_t size, unsigned kind); /* zeroed, 64-aligned */
+/* Zeroed; 64-aligned when size is a multiple of 64 (a sampled tctx's
+ * counter lines), else 32-aligned. */
+void *prof_mem_alloc(size_t size, unsigned kind);
 /* The same, but only [0, zero) is sure to be zeroed (the rest is what a
  * reused block held: a fresh mapping reads as zero, untouched). */
 void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero);
@@ -723,7 +749,7 @@ void prof_peak_boot(void);
 void prof_peak_copy(prof_tctx_t *t);
 /* Before a tctx's counts change: keep its live counts of the peak. */
 static NALLOC_ALWAYS_INLINE void prof_peak_cow(prof_tctx_t *t) {
-  if (unlikely(atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
+  if (unlikely(atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_relaxed) !=
                atomic_load_explicit(&prof_pk_epoch, memory_order_relaxed)))
     prof_peak_copy(t);
 }
