@@ -211,9 +211,26 @@ static void gctx_unref(prof_gctx_t *g) {
   nlock_unlock(&prof_gctx_lock);
 }
 
+/* g's side record, made if it has none (NULL: out of memory). Any thread:
+ * lifetimes are added without a lock. */
+static prof_gext_t *gctx_ext(prof_gctx_t *g) {
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
+  if (x != NULL) return x;
+  prof_gext_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
+  if (fresh == NULL) return NULL;
+  if (atomic_compare_exchange_strong_explicit(&g->ext, &x, fresh,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return fresh;
+  prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
+  return x;
+}
+
 static void ret_free_all(prof_gctx_t *g) {
-  prof_ret_t *r = g->ret;
-  g->ret = NULL;
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_relaxed);
+  if (x == NULL) return;
+  prof_ret_t *r = x->ret;
+  x->ret = NULL;
   while (r) {
     prof_ret_t *nx = r->next;
     prof_mem_free(r, sizeof *r, PM_GCTX);
@@ -232,25 +249,18 @@ static void gctx_hash_del(prof_gctx_t *g) {
 /* ---- lifetimes ---------------------------------------------------------- */
 
 void prof_life_add(prof_tctx_t *t, uint64_t ns) {
-  prof_gctx_t *g = t->gctx; /* alive: t counts the object being freed */
-  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_acquire);
-  if (l == NULL) {
-    prof_life_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
-    if (fresh == NULL) return; /* not counted */
-    if (atomic_compare_exchange_strong_explicit(&g->life, &l, fresh,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
-      l = fresh;
-    else
-      prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
-  }
-  atomic_fetch_add_explicit(&l->n[prof_life_bkt(ns)], 1, memory_order_relaxed);
+  /* t->gctx is alive: t counts the object being freed */
+  prof_gext_t *x = gctx_ext(t->gctx);
+  if (x == NULL) return; /* not counted */
+  atomic_fetch_add_explicit(&x->life.n[prof_life_bkt(ns)], 1,
+                            memory_order_relaxed);
 }
 
-static void life_free(prof_gctx_t *g) {
-  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
-  if (l != NULL) prof_mem_free(l, sizeof *l, PM_GCTX);
-  atomic_store_explicit(&g->life, NULL, memory_order_relaxed);
+/* After ret_free_all (every profiler lock held: a reaped gctx). */
+static void ext_free(prof_gctx_t *g) {
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_relaxed);
+  if (x != NULL) prof_mem_free(x, sizeof *x, PM_GCTX);
+  atomic_store_explicit(&g->ext, NULL, memory_order_relaxed);
 }
 
 /* The end of a dump (every profiler lock held): a gctx that the dump found
@@ -266,7 +276,7 @@ void prof_gctx_reap_locked(void) {
       else atomic_store_explicit(&prof_gctx_all, nx, memory_order_release);
       gctx_hash_del(g);
       ret_free_all(g);
-      life_free(g);
+      ext_free(g);
       tail_put(g->tail);
       prof_mem_free(g, gctx_size(g->nframes), PM_GCTX);
       atomic_fetch_sub_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
@@ -328,15 +338,17 @@ static void tctx_fold(prof_tctx_t *t, bool shown) {
   prof_tctx_read(t, &cur, &acc);
   if (acc.v[C_OBJS] == 0) return;
   prof_gctx_t *g = t->gctx;
-  prof_ret_t *r = g->ret;
+  prof_gext_t *x = gctx_ext(g);
+  if (x == NULL) return; /* lost */
+  prof_ret_t *r = x->ret;
   while (r && (r->bkt != t->bkt || r->node != t->node)) r = r->next;
   if (r == NULL) {
     if ((r = prof_mem_alloc(sizeof *r, PM_GCTX)) == NULL) return; /* lost */
     atomic_fetch_add_explicit(&prof_nret_total, 1, memory_order_relaxed);
     r->bkt = t->bkt;
     r->node = t->node;
-    r->next = g->ret;
-    g->ret = r;
+    r->next = x->ret;
+    x->ret = r;
   }
   for (int i = 0; i < C_N; i++) r->acc[i] += acc.v[i];
   r->temp += atomic_load_explicit(&t->temp, memory_order_relaxed);
@@ -839,10 +851,10 @@ void prof_reset(unsigned lg) {
        g; g = g->next_all) {
     ret_free_all(g);
     g->ret_new = false;
-    prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
-    if (l != NULL) /* kept: a free in flight may be adding to it */
+    prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_relaxed);
+    if (x != NULL) /* kept: a free in flight may be adding to it */
       for (int i = 0; i < PROF_LIFE_N; i++)
-        atomic_store_explicit(&l->n[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&x->life.n[i], 0, memory_order_relaxed);
   }
   prof_peak_reset();
   nlock_unlock(&prof_tdatas_lock);

@@ -182,13 +182,19 @@ static inline unsigned prof_life_bkt(uint64_t ns) {
  * of 76 frames on average (1.3M frames, 10 MB) have 1k distinct tails past
  * frame 16 (61k frames). Whole tails were still 8.5 MB for cc1plus's 86k
  * stacks (18k tails of ~34 frames that differ near frame 16); chunks of 12
- * frames (128 bytes each) take 2.9 MB. Counted from the root, chunks are
+ * frames (128 bytes each) took 2.9 MB. Counted from the root, chunks are
  * shared by stacks of any depth that end the same way, not only by those
- * whose depths differ by a multiple of 12; with that, 8 leaf frames (a
- * 128-byte gctx) take less than 16 (computed from exact dumps, gctxs and
- * chunks: CPython's tests 9.79 -> 7.42 MB, cc1plus 19.47 -> 16.23 MB;
- * 12 or 4 leaf frames, or chunks of 8 or 16, took more). */
-#define PROF_LEAF 8
+ * whose depths differ by a multiple of 12. With prof_mem's classes in
+ * 64-byte steps, 8 leaf frames (a 128-byte gctx) and chunks of 12 took
+ * the least (computed from exact dumps, gctxs and chunks: CPython's tests
+ * 9.79 -> 7.42 MB, cc1plus 19.47 -> 16.23 MB); with 32-byte steps to 256,
+ * a 56-byte head (ret and life moved to prof_gext_t) and 5 leaf frames (a
+ * 96-byte gctx) take less: CPython's tests' 58.6k stacks 8.82 -> 7.71 MB
+ * (computed the same way; 7.51 with chunks of 8, 96 bytes, measured 0.2
+ * MB less, but a new stack's tail is then ~8 chunks to intern instead of
+ * ~5: python3 -c pass, exact, +1.8% instructions against +0.5%; a 48-byte
+ * head and 6 leaf frames would take 7.37 MB). */
+#define PROF_LEAF 5
 #define PROF_TAIL_CHUNK 12
 typedef struct prof_tail_s {
   struct prof_tail_s *next_hash;
@@ -201,32 +207,42 @@ typedef struct prof_tail_s {
 _Static_assert(sizeof(prof_tail_t) + PROF_TAIL_CHUNK * sizeof(void *) == 128,
                "a chunk of a tail is 128 bytes, one of prof_mem's classes");
 
-/* 64 bytes and the first PROF_LEAF frames: 128 bytes, one of prof_mem's
- * 64-byte classes (with an 80-byte header and 16 frames it took 256:
- * CPython's tests make ~59k of them in exact mode). */
+/* What few gctxs need, made on first need (gctx_ext, a CAS: lifetimes are
+ * added by any freeing thread without a lock). */
+typedef struct prof_gext_s {
+  prof_ret_t *ret; /* prof_tdatas_lock */
+  /* Sampled objects of this stack by lifetime (prof_life_bkt), added by
+   * whichever thread frees one (fetch_add: sampled frees are rare). Kept
+   * per stack rather than per tctx: no tctx grows a cache line for it, and
+   * the stack outlives its tctxs. All 0 in exact mode. */
+  prof_life_t life;
+} prof_gext_t;
+
+/* 56 bytes and the first PROF_LEAF frames: 96 bytes, one of prof_mem's
+ * 32-byte classes (with an 80-byte header and 16 frames it took 256:
+ * CPython's tests make ~59k of them in exact mode; 128 with a 64-byte
+ * head and 8 frames). */
 typedef struct prof_gctx_s {
   struct prof_gctx_s *next_all; /* global list, newest first */
   struct prof_gctx_s *next_hash;
   uint64_t id;   /* creation order: dumps sort by it */
   uint64_t hash;
-  prof_ret_t *ret;   /* prof_tdatas_lock */
   prof_tail_t *tail; /* frames PROF_LEAF.. (NULL: no more) */
-  /* Sampled objects of this stack by lifetime (prof_life_bkt), added by
-   * whichever thread frees one (fetch_add: sampled frees are rare). Kept
-   * here rather than per tctx: no tctx grows a cache line for it, and the
-   * stack outlives its tctxs. Made on the stack's first timed free (NULL
-   * until then, and always in exact mode, whose stacks are many). */
-  _Atomic(prof_life_t *) life;
+  /* The counts of its reclaimed tctxs and its objects' lifetimes: NULL
+   * until a tctx is reclaimed with counts or a sampled object with a
+   * birth time is freed (exact mode's stacks are many, and few of them
+   * ever need it). */
+  _Atomic(prof_gext_t *) ext;
   uint32_t nref;     /* tctxs pointing here (prof_gctx_lock) */
   uint16_t nframes;  /* all of them (at most PROF_DEPTH_MAX) */
-  bool ret_new;      /* ret holds counts no dump has written yet */
+  bool ret_new;      /* ext->ret holds counts no dump has written yet */
   bool idle;         /* the last dump found nothing pointing here and
                         nothing new in ret: reaped after it */
   void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
-_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) == 128 &&
+_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) == 96 &&
                    PROF_DEPTH_MAX <= UINT16_MAX,
-               "a gctx with PROF_LEAF frames is 128 bytes");
+               "a gctx with PROF_LEAF frames is 96 bytes");
 
 static inline void *prof_gctx_pc(const prof_gctx_t *g, unsigned i) {
   if (i < PROF_LEAF) return g->pcs[i];
@@ -788,8 +804,7 @@ size_t prof_fmt_hex(char *buf, uint64_t v);
  * the biggest stacks (their first frames copied: the gctxs may be gone by
  * the time the report is printed). */
 #define PROF_LEAK_TOP 5
-#define PROF_LEAK_FRAMES 8 /* at most PROF_LEAF: copied from gctx->pcs */
-_Static_assert(PROF_LEAK_FRAMES <= PROF_LEAF, "the leak report copies gctx->pcs");
+#define PROF_LEAK_FRAMES 8 /* copied with prof_gctx_pc */
 typedef struct {
   uint64_t objs, bytes, stacks;
   unsigned lg;
