@@ -227,7 +227,7 @@ static prof_gext_t *gctx_ext(prof_gctx_t *g) {
 }
 
 static void ret_free_all(prof_gctx_t *g) {
-  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_relaxed);
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
   if (x == NULL) return;
   prof_ret_t *r = x->ret;
   x->ret = NULL;
@@ -258,7 +258,7 @@ void prof_life_add(prof_tctx_t *t, uint64_t ns) {
 
 /* After ret_free_all (every profiler lock held: a reaped gctx). */
 static void ext_free(prof_gctx_t *g) {
-  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_relaxed);
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
   if (x != NULL) prof_mem_free(x, sizeof *x, PM_GCTX);
   atomic_store_explicit(&g->ext, NULL, memory_order_relaxed);
 }
@@ -851,7 +851,7 @@ void prof_reset(unsigned lg) {
        g; g = g->next_all) {
     ret_free_all(g);
     g->ret_new = false;
-    prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_relaxed);
+    prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
     if (x != NULL) /* kept: a free in flight may be adding to it */
       for (int i = 0; i < PROF_LIFE_N; i++)
         atomic_store_explicit(&x->life.n[i], 0, memory_order_relaxed);

@@ -233,7 +233,7 @@ static void snap_ret(snap_t *s) {
     g->idle = !g->ret_new && g->nref == 0;
     if (g->idle) continue;
     g->ret_new = false;
-    prof_gext_t *gx = atomic_load_explicit(&g->ext, memory_order_relaxed);
+    prof_gext_t *gx = atomic_load_explicit(&g->ext, memory_order_acquire);
     for (prof_ret_t *r = gx ? gx->ret : NULL; r && s->nrec < s->caprec;
          r = r->next) {
       rec_t x = {g, UID_RETIRED, r->bkt, r->node, r->temp, {{0}}, {{0}}};

@@ -10,6 +10,7 @@
  *         (both prof_gctx_lock; dumps also read the list under
  *         prof_tdatas_lock, new ones are pushed at its head with release).
  *         `nref` counts the tctxs that point to it (prof_gctx_lock). `ret`
+ *         (in its side record `ext`, made on first need)
  *         holds, per size bucket, the cumulative counts of its tctxs that
  *         were reclaimed, so [alloc] totals survive them. A gctx with
  *         nref 0 has nothing live and can gain nothing without a new tctx.
