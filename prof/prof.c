@@ -365,7 +365,7 @@ void prof_sample_free(void *tctx, size_t size, const void *p, uint64_t birth) {
     if (unlikely(slow)) { /* the peak profile: only tail calls here */
       td->pk_d -= (int64_t)size;
       if (unlikely(td->pk_d < td->pk_lo ||
-                   atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
+                   atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_relaxed) !=
                        atomic_load_explicit(&prof_pk_epoch,
                                             memory_order_relaxed))) {
         free_own_peak(tsd, td, t, size, p);

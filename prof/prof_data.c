@@ -137,6 +137,14 @@ static void tail_put(prof_tail_t *t) {
 
 /* ---- gctx --------------------------------------------------------------- */
 
+/* gctxs per bucket before the table doubles: it is searched only when a
+ * thread meets a stack for the first time (a chain step is a gctx's line
+ * to read), and at a load of 1 its buckets were 0.5 MiB of CPython's
+ * tests' 16 MB of records (48k stacks). The tail table stays at 1: it is
+ * searched for every chunk of a new stack's tail (~6 for CPython's), and
+ * its buckets are an eighth as many. */
+#define PROF_GCTX_LOAD 2
+
 static void gctx_tab_grow(void) {
   size_t ncap = gctx_cap ? gctx_cap * 2 : 1024;
   prof_gctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
@@ -155,8 +163,9 @@ static void gctx_tab_grow(void) {
   gctx_cap = ncap;
 }
 
-/* Chained hash; the bucket array doubles when the load passes 1. Called
- * only when a thread meets a stack for the first time. Returns the gctx
+/* Chained hash; the bucket array doubles when the load passes
+ * PROF_GCTX_LOAD. Called only when a thread meets a stack for the first
+ * time. Returns the gctx
  * with one more reference (the caller's new tctx). */
 static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
   nlock_lock(&prof_gctx_lock);
@@ -168,7 +177,7 @@ static prof_gctx_t *gctx_get(void *const *pcs, unsigned n, uint64_t h) {
         return g;
       }
   }
-  if (gctx_n >= gctx_cap) gctx_tab_grow();
+  if (gctx_n >= PROF_GCTX_LOAD * gctx_cap) gctx_tab_grow();
   prof_gctx_t *g = gctx_tab ? prof_mem_alloc(gctx_size(n), PM_GCTX) : NULL;
   prof_tail_t *tail = NULL;
   if (g != NULL && n > PROF_LEAF &&
@@ -202,9 +211,26 @@ static void gctx_unref(prof_gctx_t *g) {
   nlock_unlock(&prof_gctx_lock);
 }
 
+/* g's side record, made if it has none (NULL: out of memory). Any thread:
+ * lifetimes are added without a lock. */
+static prof_gext_t *gctx_ext(prof_gctx_t *g) {
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
+  if (x != NULL) return x;
+  prof_gext_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
+  if (fresh == NULL) return NULL;
+  if (atomic_compare_exchange_strong_explicit(&g->ext, &x, fresh,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return fresh;
+  prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
+  return x;
+}
+
 static void ret_free_all(prof_gctx_t *g) {
-  prof_ret_t *r = g->ret;
-  g->ret = NULL;
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
+  if (x == NULL) return;
+  prof_ret_t *r = x->ret;
+  x->ret = NULL;
   while (r) {
     prof_ret_t *nx = r->next;
     prof_mem_free(r, sizeof *r, PM_GCTX);
@@ -223,25 +249,18 @@ static void gctx_hash_del(prof_gctx_t *g) {
 /* ---- lifetimes ---------------------------------------------------------- */
 
 void prof_life_add(prof_tctx_t *t, uint64_t ns) {
-  prof_gctx_t *g = t->gctx; /* alive: t counts the object being freed */
-  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_acquire);
-  if (l == NULL) {
-    prof_life_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
-    if (fresh == NULL) return; /* not counted */
-    if (atomic_compare_exchange_strong_explicit(&g->life, &l, fresh,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
-      l = fresh;
-    else
-      prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
-  }
-  atomic_fetch_add_explicit(&l->n[prof_life_bkt(ns)], 1, memory_order_relaxed);
+  /* t->gctx is alive: t counts the object being freed */
+  prof_gext_t *x = gctx_ext(t->gctx);
+  if (x == NULL) return; /* not counted */
+  atomic_fetch_add_explicit(&x->life.n[prof_life_bkt(ns)], 1,
+                            memory_order_relaxed);
 }
 
-static void life_free(prof_gctx_t *g) {
-  prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
-  if (l != NULL) prof_mem_free(l, sizeof *l, PM_GCTX);
-  atomic_store_explicit(&g->life, NULL, memory_order_relaxed);
+/* After ret_free_all (every profiler lock held: a reaped gctx). */
+static void ext_free(prof_gctx_t *g) {
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
+  if (x != NULL) prof_mem_free(x, sizeof *x, PM_GCTX);
+  atomic_store_explicit(&g->ext, NULL, memory_order_relaxed);
 }
 
 /* The end of a dump (every profiler lock held): a gctx that the dump found
@@ -257,7 +276,7 @@ void prof_gctx_reap_locked(void) {
       else atomic_store_explicit(&prof_gctx_all, nx, memory_order_release);
       gctx_hash_del(g);
       ret_free_all(g);
-      life_free(g);
+      ext_free(g);
       tail_put(g->tail);
       prof_mem_free(g, gctx_size(g->nframes), PM_GCTX);
       atomic_fetch_sub_explicit(&prof_ngctx_total, 1, memory_order_relaxed);
@@ -319,15 +338,17 @@ static void tctx_fold(prof_tctx_t *t, bool shown) {
   prof_tctx_read(t, &cur, &acc);
   if (acc.v[C_OBJS] == 0) return;
   prof_gctx_t *g = t->gctx;
-  prof_ret_t *r = g->ret;
+  prof_gext_t *x = gctx_ext(g);
+  if (x == NULL) return; /* lost */
+  prof_ret_t *r = x->ret;
   while (r && (r->bkt != t->bkt || r->node != t->node)) r = r->next;
   if (r == NULL) {
     if ((r = prof_mem_alloc(sizeof *r, PM_GCTX)) == NULL) return; /* lost */
     atomic_fetch_add_explicit(&prof_nret_total, 1, memory_order_relaxed);
     r->bkt = t->bkt;
     r->node = t->node;
-    r->next = g->ret;
-    g->ret = r;
+    r->next = x->ret;
+    x->ret = r;
   }
   for (int i = 0; i < C_N; i++) r->acc[i] += acc.v[i];
   r->temp += atomic_load_explicit(&t->temp, memory_order_relaxed);
@@ -347,16 +368,40 @@ static void tctx_free(prof_tctx_t *t, bool fold) {
 
 /* ---- the owner's (stack, bucket) table ---------------------------------- */
 
-static void tab_put(prof_tctx_t **tab, size_t cap, prof_tctx_t *t) {
-  size_t j = t->hash & (cap - 1);
-  while (tab[j]) j = (j + 1) & (cap - 1);
-  tab[j] = t;
+/* Open addressing, filled to at most 3/4. Each entry keeps the top bits of
+ * its tctx's hash above the pointer (prof_mem's records are user addresses
+ * of ADDR_BITS bits), so that a probe reads a tctx only when those agree:
+ * at 3/4 a probe passes ~2.5 entries, and without the tag each one was a
+ * tctx's line to read. Filled to 1/2 untagged, the table was 1 MiB of
+ * CPython's tests' 16 MB of records (48k stacks, capacity 128k). */
+#define TAB_PTR (((uintptr_t)1 << ADDR_BITS) - 1)
+static inline uintptr_t tab_tag(uint64_t h) {
+  return (uintptr_t)(h >> ADDR_BITS) << ADDR_BITS;
+}
+static inline prof_tctx_t *tab_tctx(uintptr_t e) {
+  return (prof_tctx_t *)(e & TAB_PTR);
+}
+/* Whether a table of capacity cap holds n entries within its load. */
+static inline bool tab_fits(size_t n, size_t cap) { return 4 * n <= 3 * cap; }
+
+/* t's key in the table: its stack's hash mixed with its bucket and node
+ * (not kept in t: the 8 bytes took an exact-mode tctx past 96). */
+static inline uint64_t tctx_hash(const prof_tctx_t *t) {
+  return t->gctx->hash ^ key_mix(t->bkt, t->node);
 }
 
-/* Builds a table of capacity `cap` (a power of two, at least twice the
- * tctxs) from the owner's list. */
+static void tab_put(uintptr_t *tab, size_t cap, prof_tctx_t *t) {
+  nalloc_assert(((uintptr_t)t & ~TAB_PTR) == 0);
+  uint64_t h = tctx_hash(t);
+  size_t j = h & (cap - 1);
+  while (tab[j]) j = (j + 1) & (cap - 1);
+  tab[j] = (uintptr_t)t | tab_tag(h);
+}
+
+/* Builds a table of capacity `cap` (a power of two that fits the tctxs:
+ * tab_fits) from the owner's list. */
 static void tab_rebuild(prof_tdata_t *td, size_t cap) {
-  prof_tctx_t **nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
+  uintptr_t *nt = prof_mem_alloc(cap * sizeof *nt, PM_TAB);
   if (nt == NULL) { /* no memory: refill the old array in place */
     nt = td->tab;
     cap = td->tab_cap;
@@ -377,12 +422,12 @@ static void tab_rebuild(prof_tdata_t *td, size_t cap) {
 }
 
 static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
-  if ((td->tab_n + 1) * 2 > td->tab_cap) {
+  if (!tab_fits(td->tab_n + 1, td->tab_cap)) {
     size_t ncap = td->tab_cap ? td->tab_cap * 2 : 64;
-    prof_tctx_t **nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
+    uintptr_t *nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
     if (nt == NULL) return false;
     for (size_t i = 0; i < td->tab_cap; i++)
-      if (td->tab[i] != NULL) tab_put(nt, ncap, td->tab[i]);
+      if (td->tab[i] != 0) tab_put(nt, ncap, tab_tctx(td->tab[i]));
     prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
     td->tab = nt;
     td->tab_cap = ncap;
@@ -412,18 +457,19 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
   atomic_store_explicit(&t->owner, &td->rec, memory_order_relaxed);
   t->gen = (uint16_t)atomic_load_explicit(&prof_reset_gen, memory_order_relaxed);
   t->gctx = g;
-  t->hash = h;
   t->lg = (uint8_t)td->lg;
   t->bkt = (uint8_t)bkt;
   t->node = td->node;
+  nalloc_assert(tctx_hash(t) == h);
   t->dumped = UINT64_MAX; /* no dump has seen it */
   /* It held nothing at the last peak: its copy of that moment is 0. */
-  atomic_store_explicit(&t->pk_epoch,
-                        atomic_load_explicit(&prof_pk_epoch,
-                                             memory_order_acquire),
-                        memory_order_relaxed);
+  if (opt_prof_peak)
+    atomic_store_explicit(prof_tctx_pk_epoch(t),
+                          atomic_load_explicit(&prof_pk_epoch,
+                                               memory_order_acquire),
+                          memory_order_relaxed);
   if (!tab_insert(td, t)) {
-    prof_mem_free(t, sizeof *t, PM_TCTX);
+    prof_mem_free(t, prof_tctx_size(td->lg), PM_TCTX);
     gctx_unref(g);
     return NULL;
   }
@@ -440,10 +486,13 @@ static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n,
   uint64_t h = hs ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
+    uintptr_t tag = tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
-      prof_tctx_t *t = td->tab[j];
-      if (t == NULL) break;
-      if (t->hash == h && t->bkt == bkt && t->node == td->node &&
+      uintptr_t e = td->tab[j];
+      if (e == 0) break;
+      if ((e & ~TAB_PTR) != tag) continue;
+      prof_tctx_t *t = tab_tctx(e);
+      if (t->bkt == bkt && t->node == td->node && t->gctx->hash == hs &&
           bt_same(t->gctx, pcs, n))
         return t;
     }
@@ -477,9 +526,12 @@ prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
   uint64_t h = g->hash ^ key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
+    uintptr_t tag = tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
-      prof_tctx_t *t = td->tab[j];
-      if (t == NULL) break;
+      uintptr_t e = td->tab[j];
+      if (e == 0) break;
+      if ((e & ~TAB_PTR) != tag) continue;
+      prof_tctx_t *t = tab_tctx(e);
       if (t->gctx == g && t->bkt == bkt && t->node == td->node) return t;
     }
   }
@@ -771,7 +823,7 @@ void prof_tdata_sweep(prof_tdata_t *td) {
   atomic_store_explicit(&td->rec.ntctx, left, memory_order_relaxed);
   if (freed > 0) {
     size_t cap = 64;
-    while (cap < 2 * (left + 1)) cap *= 2;
+    while (!tab_fits(left + 1, cap)) cap *= 2;
     tab_rebuild(td, cap);
   }
   nlock_unlock(&prof_tdatas_lock);
@@ -799,10 +851,10 @@ void prof_reset(unsigned lg) {
        g; g = g->next_all) {
     ret_free_all(g);
     g->ret_new = false;
-    prof_life_t *l = atomic_load_explicit(&g->life, memory_order_relaxed);
-    if (l != NULL) /* kept: a free in flight may be adding to it */
+    prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
+    if (x != NULL) /* kept: a free in flight may be adding to it */
       for (int i = 0; i < PROF_LIFE_N; i++)
-        atomic_store_explicit(&l->n[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&x->life.n[i], 0, memory_order_relaxed);
   }
   prof_peak_reset();
   nlock_unlock(&prof_tdatas_lock);

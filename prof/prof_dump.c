@@ -233,7 +233,9 @@ static void snap_ret(snap_t *s) {
     g->idle = !g->ret_new && g->nref == 0;
     if (g->idle) continue;
     g->ret_new = false;
-    for (prof_ret_t *r = g->ret; r && s->nrec < s->caprec; r = r->next) {
+    prof_gext_t *gx = atomic_load_explicit(&g->ext, memory_order_acquire);
+    for (prof_ret_t *r = gx ? gx->ret : NULL; r && s->nrec < s->caprec;
+         r = r->next) {
       rec_t x = {g, UID_RETIRED, r->bkt, r->node, r->temp, {{0}}, {{0}}};
       for (int i = 0; i < C_N; i++) x.acc.v[i] = r->acc[i];
       if (x.acc.v[C_OBJS]) s->recs[s->nrec++] = x;
@@ -450,8 +452,9 @@ static void views_stack(const snap_t *s, const rec_t *b, const rec_t *e,
   } else {
     uint32_t c[PROF_LIFE_N];
     bool any = false;
-    prof_life_t *l = atomic_load_explicit(&b->g->life, memory_order_acquire);
-    if (l == NULL) return;
+    prof_gext_t *gx = atomic_load_explicit(&b->g->ext, memory_order_acquire);
+    if (gx == NULL) return;
+    prof_life_t *l = &gx->life;
     for (int k = 0; k < PROF_LIFE_N; k++)
       any |= (c[k] = atomic_load_explicit(&l->n[k], memory_order_relaxed)) != 0;
     if (!any) return;
@@ -572,7 +575,9 @@ static void leak_group(const snap_t *s, const rec_t *b, const rec_t *e,
   l->top[k].bytes = by;
   unsigned n = b->g->nframes < PROF_LEAK_FRAMES ? b->g->nframes : PROF_LEAK_FRAMES;
   l->top[k].nframes = n;
-  memcpy(l->top[k].pcs, b->g->pcs, n * sizeof(void *));
+  /* past PROF_LEAF from the tail: the dump holds prof_dump_lock, so
+   * neither the gctx nor its chunks can be reaped meanwhile */
+  for (unsigned i = 0; i < n; i++) l->top[k].pcs[i] = prof_gctx_pc(b->g, i);
 }
 
 /* ---- entry point -------------------------------------------------------- */

@@ -10,6 +10,7 @@
  *         (both prof_gctx_lock; dumps also read the list under
  *         prof_tdatas_lock, new ones are pushed at its head with release).
  *         `nref` counts the tctxs that point to it (prof_gctx_lock). `ret`
+ *         (in its side record `ext`, made on first need)
  *         holds, per size bucket, the cumulative counts of its tctxs that
  *         were reclaimed, so [alloc] totals survive them. A gctx with
  *         nref 0 has nothing live and can gain nothing without a new tctx.
@@ -182,13 +183,19 @@ static inline unsigned prof_life_bkt(uint64_t ns) {
  * of 76 frames on average (1.3M frames, 10 MB) have 1k distinct tails past
  * frame 16 (61k frames). Whole tails were still 8.5 MB for cc1plus's 86k
  * stacks (18k tails of ~34 frames that differ near frame 16); chunks of 12
- * frames (128 bytes each) take 2.9 MB. Counted from the root, chunks are
+ * frames (128 bytes each) took 2.9 MB. Counted from the root, chunks are
  * shared by stacks of any depth that end the same way, not only by those
- * whose depths differ by a multiple of 12; with that, 8 leaf frames (a
- * 128-byte gctx) take less than 16 (computed from exact dumps, gctxs and
- * chunks: CPython's tests 9.79 -> 7.42 MB, cc1plus 19.47 -> 16.23 MB;
- * 12 or 4 leaf frames, or chunks of 8 or 16, took more). */
-#define PROF_LEAF 8
+ * whose depths differ by a multiple of 12. With prof_mem's classes in
+ * 64-byte steps, 8 leaf frames (a 128-byte gctx) and chunks of 12 took
+ * the least (computed from exact dumps, gctxs and chunks: CPython's tests
+ * 9.79 -> 7.42 MB, cc1plus 19.47 -> 16.23 MB); with 32-byte steps to 256,
+ * a 56-byte head (ret and life moved to prof_gext_t) and 5 leaf frames (a
+ * 96-byte gctx) take less: CPython's tests' 58.6k stacks 8.82 -> 7.71 MB
+ * (computed the same way; 7.51 with chunks of 8, 96 bytes, measured 0.2
+ * MB less, but a new stack's tail is then ~8 chunks to intern instead of
+ * ~5: python3 -c pass, exact, +1.8% instructions against +0.5%; a 48-byte
+ * head and 6 leaf frames would take 7.37 MB). */
+#define PROF_LEAF 5
 #define PROF_TAIL_CHUNK 12
 typedef struct prof_tail_s {
   struct prof_tail_s *next_hash;
@@ -201,32 +208,42 @@ typedef struct prof_tail_s {
 _Static_assert(sizeof(prof_tail_t) + PROF_TAIL_CHUNK * sizeof(void *) == 128,
                "a chunk of a tail is 128 bytes, one of prof_mem's classes");
 
-/* 64 bytes and the first PROF_LEAF frames: 128 bytes, one of prof_mem's
- * 64-byte classes (with an 80-byte header and 16 frames it took 256:
- * CPython's tests make ~59k of them in exact mode). */
+/* What few gctxs need, made on first need (gctx_ext, a CAS: lifetimes are
+ * added by any freeing thread without a lock). */
+typedef struct prof_gext_s {
+  prof_ret_t *ret; /* prof_tdatas_lock */
+  /* Sampled objects of this stack by lifetime (prof_life_bkt), added by
+   * whichever thread frees one (fetch_add: sampled frees are rare). Kept
+   * per stack rather than per tctx: no tctx grows a cache line for it, and
+   * the stack outlives its tctxs. All 0 in exact mode. */
+  prof_life_t life;
+} prof_gext_t;
+
+/* 56 bytes and the first PROF_LEAF frames: 96 bytes, one of prof_mem's
+ * 32-byte classes (with an 80-byte header and 16 frames it took 256:
+ * CPython's tests make ~59k of them in exact mode; 128 with a 64-byte
+ * head and 8 frames). */
 typedef struct prof_gctx_s {
   struct prof_gctx_s *next_all; /* global list, newest first */
   struct prof_gctx_s *next_hash;
   uint64_t id;   /* creation order: dumps sort by it */
   uint64_t hash;
-  prof_ret_t *ret;   /* prof_tdatas_lock */
   prof_tail_t *tail; /* frames PROF_LEAF.. (NULL: no more) */
-  /* Sampled objects of this stack by lifetime (prof_life_bkt), added by
-   * whichever thread frees one (fetch_add: sampled frees are rare). Kept
-   * here rather than per tctx: no tctx grows a cache line for it, and the
-   * stack outlives its tctxs. Made on the stack's first timed free (NULL
-   * until then, and always in exact mode, whose stacks are many). */
-  _Atomic(prof_life_t *) life;
+  /* The counts of its reclaimed tctxs and its objects' lifetimes: NULL
+   * until a tctx is reclaimed with counts or a sampled object with a
+   * birth time is freed (exact mode's stacks are many, and few of them
+   * ever need it). */
+  _Atomic(prof_gext_t *) ext;
   uint32_t nref;     /* tctxs pointing here (prof_gctx_lock) */
   uint16_t nframes;  /* all of them (at most PROF_DEPTH_MAX) */
-  bool ret_new;      /* ret holds counts no dump has written yet */
+  bool ret_new;      /* ext->ret holds counts no dump has written yet */
   bool idle;         /* the last dump found nothing pointing here and
                         nothing new in ret: reaped after it */
   void *pcs[];       /* the first min(nframes, PROF_LEAF) */
 } prof_gctx_t;
-_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) == 128 &&
+_Static_assert(sizeof(prof_gctx_t) + PROF_LEAF * sizeof(void *) == 96 &&
                    PROF_DEPTH_MAX <= UINT16_MAX,
-               "a gctx with PROF_LEAF frames is 128 bytes");
+               "a gctx with PROF_LEAF frames is 96 bytes");
 
 static inline void *prof_gctx_pc(const prof_gctx_t *g, unsigned i) {
   if (i < PROF_LEAF) return g->pcs[i];
@@ -262,15 +279,18 @@ enum { PC_ALLOC, PC_FREED, PC_REMOTE, PC_PK, PC_NSETS };
  * update, the owner's counters, and other threads' counters plus the peak
  * copy, so that neither another thread's tctx nor a remote free touches
  * the line the owner writes on each malloc and free. Exact mode (lg 0)
- * keeps two counts a set, all four sets on the second line: two lines
- * (prof_tctx_size), for a program with many stacks (CPython's tests: 49k
- * tctxs, 9.5 MB at three lines), at the price of remote frees sharing the
- * line the owner writes. */
+ * keeps two counts a set right after the 48-byte head: 96 bytes (three
+ * sets; prof_mem has 32-byte classes up to 256), 128 with the peak
+ * profile (its PC_PK set and epoch after them), for a program with many
+ * stacks (CPython's tests: 48k tctxs, 9.5 MB at three lines, 6.2 MB at
+ * two), at the price of remote frees sharing the lines the owner writes
+ * and of records that share a line with their neighbours in the slab
+ * (the owner's, mostly). The owner's table keys it by (stack, bucket,
+ * node): prof_tctx_hash, from the gctx's hash (no field of its own). */
 typedef struct prof_tctx_s {
   _Atomic(prof_trec_t *) owner;
   prof_gctx_t *gctx;
   struct prof_tctx_s *next; /* owner record's list, published with release */
-  uint64_t hash;            /* of (stack, bucket, node): the owner's table */
   uint8_t lg;               /* sample rate its counters were made with */
   uint8_t bkt;              /* size bucket (0 in exact mode) */
   uint8_t node;             /* NUMA node of the memory it counts: the node
@@ -281,36 +301,57 @@ typedef struct prof_tctx_s {
                                frozen (set with release) */
   uint16_t gen;             /* prof_reset_gen when made: older ones were
                                forgotten by prof.reset */
-  _Atomic uint64_t pk_epoch; /* the PC_PK set holds the live counts at this
-                                peak */
   uint64_t dumped;          /* allocated objects when the last dump found
                                nothing live; UINT64_MAX: it did not */
   /* Exact mode: objects the owner freed before it allocated anything else
-   * (heaptrack's "temporary" allocations). Owner only; on this line, which
+   * (heaptrack's "temporary" allocations). Owner only; in the head, which
    * had room, because it changes only on such frees. */
   _Atomic uint64_t temp;
-  /* sampled: PC_ALLOC, PC_FREED | PC_REMOTE, PC_PK, C_N each;
-   * exact: the four sets of PROF_EXACT_NC on one line */
-  _Alignas(CACHELINE) _Atomic uint64_t cnt[PC_NSETS * C_N];
+  union {
+    struct { /* sampled (lg > 0) */
+      _Atomic uint64_t pk_epoch; /* the PC_PK set holds the live counts at
+                                    this peak */
+      uint64_t pad_;
+      /* PC_ALLOC, PC_FREED | PC_REMOTE, PC_PK, C_N each: offset 64 */
+      _Atomic uint64_t cnt[PC_NSETS * C_N];
+    } s;
+    struct { /* exact (lg 0): PC_ALLOC, PC_FREED, PC_REMOTE, PROF_EXACT_NC
+                each, then with prof_peak only (prof_tctx_size) PC_PK and
+                its epoch */
+      _Atomic uint64_t cnt[PC_NSETS * PROF_EXACT_NC];
+      _Atomic uint64_t pk_epoch;
+    } x;
+  } u;
 } prof_tctx_t;
-_Static_assert(offsetof(prof_tctx_t, temp) + sizeof(uint64_t) <= CACHELINE &&
+_Static_assert(offsetof(prof_tctx_t, u) == 48 &&
+                   offsetof(prof_tctx_t, u.s.cnt) == CACHELINE &&
                    sizeof(prof_tctx_t) == 3 * CACHELINE &&
                    2 * C_N * sizeof(uint64_t) == CACHELINE &&
-                   PC_NSETS * PROF_EXACT_NC * sizeof(uint64_t) == CACHELINE,
-               "node and temp fit the first line: a tctx is 3 lines sampled, "
-               "2 exact");
+                   offsetof(prof_tctx_t, u.x.cnt) +
+                           PC_PK * PROF_EXACT_NC * sizeof(uint64_t) == 96 &&
+                   offsetof(prof_tctx_t, u.x.pk_epoch) + 8 <= 2 * CACHELINE,
+               "a tctx is 3 lines sampled (counters from the second line), "
+               "96 bytes exact, 128 exact with the peak profile");
 
 /* Counts a set of t holds (its layout is fixed by its lg). */
 static inline unsigned prof_tctx_nc(const prof_tctx_t *t) {
   return t->lg != 0 ? C_N : PROF_EXACT_NC;
 }
-/* Set `set` of t (PC_*): its counts, indexed by C_OBJS.. */
+/* Set `set` of t (PC_*): its counts, indexed by C_OBJS.. (PC_PK of an
+ * exact-mode tctx only with opt_prof_peak: prof_tctx_size). */
 static inline _Atomic uint64_t *prof_tctx_cnt(prof_tctx_t *t, unsigned set) {
-  return &t->cnt[set * prof_tctx_nc(t)];
+  nalloc_assert(set != PC_PK || t->lg != 0 || opt_prof_peak);
+  return t->lg != 0 ? &t->u.s.cnt[set * C_N] : &t->u.x.cnt[set * PROF_EXACT_NC];
 }
 /* The same in exact mode (t->lg == 0 known): no branch on the hot paths. */
 static inline _Atomic uint64_t *prof_tctx_xcnt(prof_tctx_t *t, unsigned set) {
-  return &t->cnt[set * PROF_EXACT_NC];
+  return &t->u.x.cnt[set * PROF_EXACT_NC];
+}
+/* The epoch of t's PC_PK set: kept only with opt_prof_peak (PROF_SLOW_PEAK
+ * set), as the set itself. */
+static inline _Atomic uint64_t *prof_tctx_pk_epoch(prof_tctx_t *t) {
+  nalloc_assert(opt_prof_peak);
+  return t->lg != 0 ? &t->u.s.pk_epoch : &t->u.x.pk_epoch;
 }
 /* Counts read from an exact-mode tctx (which keeps objects and bytes
  * only): its unbiased values are the raw ones. */
@@ -319,9 +360,9 @@ static inline void prof_cnt_exact(prof_cnt_t *c) {
   c->v[C_UBYTES] = c->v[C_BYTES];
 }
 static inline size_t prof_tctx_size(unsigned lg) {
-  return lg != 0 ? sizeof(prof_tctx_t)
-                 : offsetof(prof_tctx_t, cnt) +
-                       PC_NSETS * PROF_EXACT_NC * sizeof(uint64_t);
+  if (lg != 0) return sizeof(prof_tctx_t);
+  return opt_prof_peak ? offsetof(prof_tctx_t, u.x.pk_epoch) + sizeof(uint64_t)
+                       : offsetof(prof_tctx_t, u.x.cnt[PC_PK * PROF_EXACT_NC]);
 }
 _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
 
@@ -455,7 +496,8 @@ typedef struct prof_tdata_s {
   uintptr_t code_seen[64];          /* fp walker: return addresses known to
                                        be code (direct-mapped by address) */
   uintptr_t code_bad;               /* fp walker: the last one that was not */
-  prof_tctx_t **tab;                /* owner-private (bt, bucket) -> tctx */
+  uintptr_t *tab;                   /* owner-private (bt, bucket) -> tctx,
+                                       tagged (prof_data.c) */
   prof_tctx_t *last;                /* the last lookup's answer: loops
                                        allocate from one stack in a row */
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
@@ -483,7 +525,9 @@ extern nlock_t prof_dump_lock, prof_tdatas_lock, prof_gctx_lock;
 /* ---- prof_mem.c --------------------------------------------------------- */
 enum { PM_GCTX, PM_TCTX, PM_TDATA, PM_TREC, PM_TAB, PM_DUMP, PM_NKINDS };
 #define PROF_MEM_SLAB_MAX ((size_t)8 << 10)
-void *prof_mem_alloc(size_t size, unsigned kind); /* zeroed, 64-aligned */
+/* Zeroed; 64-aligned when size is a multiple of 64 (a sampled tctx's
+ * counter lines), else 32-aligned. */
+void *prof_mem_alloc(size_t size, unsigned kind);
 /* The same, but only [0, zero) is sure to be zeroed (the rest is what a
  * reused block held: a fresh mapping reads as zero, untouched). */
 void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero);
@@ -722,7 +766,7 @@ void prof_peak_boot(void);
 void prof_peak_copy(prof_tctx_t *t);
 /* Before a tctx's counts change: keep its live counts of the peak. */
 static NALLOC_ALWAYS_INLINE void prof_peak_cow(prof_tctx_t *t) {
-  if (unlikely(atomic_load_explicit(&t->pk_epoch, memory_order_relaxed) !=
+  if (unlikely(atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_relaxed) !=
                atomic_load_explicit(&prof_pk_epoch, memory_order_relaxed)))
     prof_peak_copy(t);
 }
@@ -761,8 +805,7 @@ size_t prof_fmt_hex(char *buf, uint64_t v);
  * the biggest stacks (their first frames copied: the gctxs may be gone by
  * the time the report is printed). */
 #define PROF_LEAK_TOP 5
-#define PROF_LEAK_FRAMES 8 /* at most PROF_LEAF: copied from gctx->pcs */
-_Static_assert(PROF_LEAK_FRAMES <= PROF_LEAF, "the leak report copies gctx->pcs");
+#define PROF_LEAK_FRAMES 8 /* copied with prof_gctx_pc */
 typedef struct {
   uint64_t objs, bytes, stacks;
   unsigned lg;

@@ -150,9 +150,9 @@ void prof_peak_reset(void) {
  * copy for a whole one. */
 void prof_peak_copy(prof_tctx_t *t) {
   uint64_t e = atomic_load_explicit(&prof_pk_epoch, memory_order_acquire);
-  uint64_t te = atomic_load_explicit(&t->pk_epoch, memory_order_relaxed);
+  uint64_t te = atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_relaxed);
   if (te == e || te == PROF_PK_BUSY) return;
-  if (!atomic_compare_exchange_strong_explicit(&t->pk_epoch, &te, PROF_PK_BUSY,
+  if (!atomic_compare_exchange_strong_explicit(prof_tctx_pk_epoch(t), &te, PROF_PK_BUSY,
                                                memory_order_acquire,
                                                memory_order_relaxed))
     return;
@@ -161,7 +161,7 @@ void prof_peak_copy(prof_tctx_t *t) {
   _Atomic uint64_t *pk = prof_tctx_cnt(t, PC_PK);
   for (unsigned i = 0, nc = prof_tctx_nc(t); i < nc; i++)
     atomic_store_explicit(&pk[i], cur.v[i], memory_order_relaxed);
-  atomic_store_explicit(&t->pk_epoch, e, memory_order_release);
+  atomic_store_explicit(prof_tctx_pk_epoch(t), e, memory_order_release);
   /* the counter updates that follow must not be seen before the stamp */
   atomic_thread_fence(memory_order_release);
 }
@@ -190,20 +190,20 @@ void prof_peak_read(const prof_peak_view_t *v, prof_tctx_t *t,
     prof_tctx_read(t, cur, NULL);
     return;
   }
-  if (atomic_load_explicit(&t->pk_epoch, memory_order_acquire) == v->epoch) {
+  if (atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_acquire) == v->epoch) {
     read_copy(t, cur);
     return;
   }
   prof_tctx_read(t, cur, NULL);
   atomic_thread_fence(memory_order_acquire);
-  if (atomic_load_explicit(&t->pk_epoch, memory_order_acquire) == v->epoch)
+  if (atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_acquire) == v->epoch)
     read_copy(t, cur);
 }
 
 bool prof_peak_held(prof_tctx_t *t) {
   if (!(atomic_load_explicit(&prof_slow, memory_order_relaxed) & PROF_SLOW_PEAK))
     return false;
-  uint64_t te = atomic_load_explicit(&t->pk_epoch, memory_order_acquire);
+  uint64_t te = atomic_load_explicit(prof_tctx_pk_epoch(t), memory_order_acquire);
   if (te == PROF_PK_BUSY) return true;
   return te == atomic_load_explicit(&prof_pk_epoch, memory_order_acquire) &&
          atomic_load_explicit(&prof_tctx_cnt(t, PC_PK)[C_OBJS],
