@@ -298,12 +298,7 @@ bool span_tail_reached(const span_t *s) {
 
 void span_purge_holes(span_t *s, bool always) { span_purge_used(s, s->used, always); }
 
-uint32_t span_count_free(const span_t *s) {
-  uint32_t n = 0;
-  for (unsigned w = 0; w < s->nwords; w++)
-    n += (uint32_t)__builtin_popcountll(load_rlx(&s->bits[w]));
-  return n;
-}
+uint32_t span_count_free(const span_t *s) { return span_free_below(s, s->nslots); }
 
 void span_purge_idle(span_t *s) { span_purge_used(s, s->nslots - span_count_free(s), false); }
 
