@@ -250,10 +250,10 @@ bool span_purge_tail(span_t *s, uint32_t keep) {
   if (nfree <= keep || (size_t)(nfree - keep) * s->slot_size < PAGE) return false;
   /* malloc takes the cursor's word's free slots lowest first, then the
    * lowest word with a free slot: the next `keep` mallocs stay below
-   * `from`, and reach it only after `reach` mallocs (frees meanwhile
+   * `from` (span_tail_renew counts how many more may: frees meanwhile
    * only add free slots) */
   unsigned cw = (unsigned)(s->cursor - s->bits);
-  uint32_t n, from = word_kth_free(s, cw, keep, &n), reach = keep;
+  uint32_t n, from = word_kth_free(s, cw, keep, &n);
   if (n < keep) { /* the cursor's word, then the lowest free slots */
     uint32_t want = keep - n;
     for (unsigned w = 0; w < s->nwords && want > 0; w++) {
@@ -262,18 +262,20 @@ bool span_purge_tail(span_t *s, uint32_t keep) {
       want -= n;
       if (n > 0 && end > from) from = end;
     }
-    reach = span_free_below(s, from);
   }
   if (from >= s->nslots || (s->nslots - from) * s->slot_size < PAGE) return false;
   if (span_purge_from(s, from) == 0) return false;
-  s->holes_reach = (uint32_t)s->nmalloc + reach;
   s->holes_used = (uint16_t)from;
+  span_tail_renew(s);
   return true;
 }
 
 void span_tail_renew(span_t *s) {
   nalloc_assert(s->list == SL_CUR && s->nholes > 0);
-  /* as span_purge_tail: the cursor's word is taken first */
+  /* The mallocs before one takes a slot from `from` on: the cursor's
+   * word's free slots below it when that word holds `from`; every free
+   * slot below it when the cursor's word lies wholly below (that word
+   * first, then the lowest words); none when the cursor is past it. */
   unsigned cw = (unsigned)(s->cursor - s->bits), fw = s->holes_used / 64u;
   uint32_t reach = 0;
   if (cw < fw)

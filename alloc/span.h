@@ -216,8 +216,9 @@ static inline bool span_tail_intact(const span_t *s) {
 /* ...and when it has handed out more: a slot from the first one purged on
  * is in use now (the holes were reached for sure, not only maybe). */
 bool span_tail_reached(const span_t *s);
-/* When it was not: the holes stay, and mallocs may reach them again after
- * as many as there are free slots below them now. */
+/* When it was not (and when they are made): the holes stay, and mallocs
+ * may reach them again after as many as the free slots malloc takes
+ * before them now. */
 void span_tail_renew(span_t *s);
 /* Debug build: the bitmaps and the count agree (free + remote-pending +
  * used = slots, the current span's phantom allocation included), and s is
