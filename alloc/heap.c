@@ -199,6 +199,7 @@ heap_t *heap_create(arena_t *a) {
   heap_t *h = heaps_free;
   if (h != NULL) heaps_free = h->next_free;
   nlock_unlock(&heaps_lock);
+  bool recycled = h != NULL;
   if (h == NULL) {
     if ((h = base_alloc(sizeof *h)) == NULL) return NULL;
     nlock_lock(&heaps_lock);
@@ -207,10 +208,12 @@ heap_t *heap_create(arena_t *a) {
     nlock_unlock(&heaps_lock);
   }
   heap_enter(h); /* the decay thread may be looking at the record */
-  memset(h->bins, 0, sizeof h->bins);
-  memset(h->sruns, 0, sizeof h->sruns);
-  h->srun_pages = 0;
-  memset(h->touched, 0, sizeof h->touched);
+  if (recycled) {  /* base_alloc's memory is zero: its pages stay untouched */
+    memset(h->bins, 0, sizeof h->bins);
+    memset(h->sruns, 0, sizeof h->sruns);
+    h->srun_pages = 0;
+    memset(h->touched, 0, sizeof h->touched);
+  }
   for (unsigned c = 0; c < SC_NSMALL; c++) h->cur[c] = &span_none;
   atomic_store_explicit(&h->rqueue, NULL, memory_order_relaxed);
   h->arena = a; /* lock stays NULL: only arenas' shared heaps have one */
