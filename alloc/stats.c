@@ -61,8 +61,9 @@ void stats_collect(stats_t *st) {
     unsigned n = node_of_arena(i);
     if (n < STATS_MAX_NODES) st->node[n].narenas++;
   }
-  st->metadata = base_stats_mapped() + prof_stats_mapped();
-  st->mapped += st->metadata;
+  /* the base allocator's free blocks' purged pages are mapped, not held */
+  st->metadata = base_stats_resident() + prof_stats_mapped();
+  st->mapped += base_stats_mapped() + prof_stats_mapped();
   st->resident = st->active + st->dirty + st->muzzy + st->metadata;
 }
 

@@ -11,7 +11,11 @@
  * - freed blocks are reused: freeing k blocks of one size and asking for
  *   k more of it gives the same k addresses back (free lists, not the
  *   bump pointer), and a block bigger than BASE_MAX (64 KiB, mapped
- *   directly) moves base_stats_mapped by its page-rounded size both ways.
+ *   directly) moves base_stats_mapped by its page-rounded size both ways;
+ * - blocks of a page or more (page runs) start on a page, and freeing
+ *   more of them than the 256 KiB kept resident (BASE_WARM) lowers
+ *   base_stats_resident by at least the excess (their pages go back to
+ *   the kernel), while reused ones still read zero.
  * Linked with the engine's objects (nalloc's own base allocator; nalloc
  * boots first so that nothing else is under way in it). */
 #define _GNU_SOURCE
@@ -61,6 +65,8 @@ static void check_new(const unsigned char *p, size_t size) {
   if (size % CACHELINE == 0)
     CHECKF((uintptr_t)p % CACHELINE == 0, "base_alloc(%zu) = %p: not on a cache line", size,
            (void *)p);
+  if (size >= PAGE)
+    CHECKF((uintptr_t)p % PAGE == 0, "base_alloc(%zu) = %p: not on a page", size, (void *)p);
   for (size_t i = 0; i < size; i++)
     CHECKF(p[i] == 0, "base_alloc(%zu) = %p: byte %zu is %#x, not zero", size, (void *)p, i,
            p[i]);
@@ -138,9 +144,31 @@ static void check_reuse(void) {
          base_stats_mapped(), before);
 }
 
+/* Freed page runs past the warm reserve are purged: base_stats_resident
+ * drops by at least the excess. */
+static void check_purge(void) {
+  enum { K = 100 };
+  const size_t size = 8192, warm = (size_t)256 << 10;
+  void *a[K];
+  for (int i = 0; i < K; i++) {
+    a[i] = base_alloc(size);
+    check_new(a[i], size);
+    memset(a[i], 0x5a, size);
+  }
+  size_t before = base_stats_resident();
+  for (int i = 0; i < K; i++) base_free(a[i], size);
+  size_t after = base_stats_resident();
+  CHECKF(after + (K * size - warm) <= before,
+         "freeing %d runs of %zu bytes: resident %zu -> %zu, want a drop of >= %zu", K, size,
+         before, after, K * size - warm);
+  for (int i = 0; i < K; i++) check_new(a[i] = base_alloc(size), size); /* zero again */
+  for (int i = 0; i < K; i++) base_free(a[i], size);
+}
+
 int main(void) {
   nalloc_free(nalloc_malloc(1)); /* nalloc boots (its own metadata first) */
   check_reuse();
+  check_purge();
   pthread_t th[NTHREADS];
   for (size_t t = 0; t < NTHREADS; t++)
     CHECKF(pthread_create(&th[t], NULL, worker, (void *)t) == 0, "pthread_create");
