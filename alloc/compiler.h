@@ -60,8 +60,6 @@ static inline uint64_t ctz64(uint64_t b) {
   return r;
 }
 
-/* x with bit (i mod 64) set: bts takes the count mod 64 itself, so no
- * `and` of i as the C shift needs (one instruction on free's fast path). */
 /* Bit (i mod 64) of x: bt takes the count mod 64 itself (so the caller's
  * register needs no mask, and no copy where it tests another word too). */
 static inline bool bt64(uint64_t x, uint64_t i) {
@@ -70,6 +68,8 @@ static inline bool bt64(uint64_t x, uint64_t i) {
   return c;
 }
 
+/* x with bit (i mod 64) set: bts takes the count mod 64 itself, so no
+ * `and` of i as the C shift needs (one instruction on free's fast path). */
 static inline uint64_t bts64(uint64_t x, uint64_t i) {
   __asm__("bts %1, %0" : "+r"(x) : "r"(i) : "cc");
   return x;
