@@ -260,7 +260,7 @@ __attribute__((no_sanitize("thread"))) static uint32_t span_live(span_t *s) {
   for (unsigned w = 0; w < s->nwords; w++)
     pending += (uint32_t)__builtin_popcountll(load_rlx(&span_rbits(s)[w]));
   /* the current span of a heap carries a phantom allocation (heap.c) */
-  uint32_t used = *(volatile uint32_t *)&s->used - (*(volatile uint8_t *)&s->list == SL_CUR);
+  uint32_t used = *(volatile uint16_t *)&s->used - (*(volatile uint8_t *)&s->list == SL_CUR);
   return used > pending && used < (1u << 31) ? used - pending : 0;
 }
 

@@ -60,6 +60,14 @@ static inline uint64_t ctz64(uint64_t b) {
   return r;
 }
 
+/* Bit (i mod 64) of x: bt takes the count mod 64 itself (so the caller's
+ * register needs no mask, and no copy where it tests another word too). */
+static inline bool bt64(uint64_t x, uint64_t i) {
+  bool c;
+  __asm__("bt %2, %1" : "=@ccc"(c) : "r"(x), "r"(i));
+  return c;
+}
+
 /* x with bit (i mod 64) set: bts takes the count mod 64 itself, so no
  * `and` of i as the C shift needs (one instruction on free's fast path). */
 static inline uint64_t bts64(uint64_t x, uint64_t i) {

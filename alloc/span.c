@@ -104,6 +104,7 @@ span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
   s->div_mul = sc->div_mul;
   s->nslots = (uint16_t)nslots;
   s->nwords = (uint8_t)nwords;
+  store_rlx(&s->rpending, 0); /* its remote bitmap is empty */
   span_set_cursor(s, 0);
   span_init_bits(s);
   arena_list_add(a, s);
@@ -440,6 +441,12 @@ bool span_push_remote(span_t *s, uint32_t i) {
   if (load_rlx(&s->bits[w]) & bit) return false;
   uint64_t old = atomic_fetch_or_explicit(&span_rbits(s)[w], bit, memory_order_seq_cst);
   if (old & bit) return false;
+  /* the owner's frees check the remote bitmap from now on (span_push_at):
+   * for the rest of the span's life, so the flag is written once, not
+   * once a collection (each write takes the line of malloc's counters
+   * from the owner). Set after the bit: a record recycled meanwhile only
+   * gets a needless look at its remote bitmap. */
+  if (!load_racy(&s->rpending)) store_rlx(&s->rpending, 1);
   uint8_t st = atomic_load_explicit(&s->notify, memory_order_seq_cst);
   if (st == SN_WANT) span_announce(s);
   else if (st == SN_ORPHAN) arena_note_orphan_free(arena_get(ai));

@@ -115,9 +115,15 @@ static NALLOC_ALWAYS_INLINE int span_push_at(span_t *s, uintptr_t i, uintptr_t w
   nalloc_assert(w == i >> 6);
   _Atomic uint64_t *wp = &s->bits[w];
   uint64_t x = load_rlx(wp);
+  /* the remote bitmap only when a remote free may be pending (rpending,
+   * on the line this free reads anyway): a single-threaded program never
+   * touches its line. A double free after a remote free of the slot
+   * comes after that free set rpending (the program ordered them). */
+  if (unlikely(load_racy(&s->rpending)) && bt64(load_rlx(wp + SPAN_RBITS), i))
+    return PUSH_DOUBLE;
   /* a shift rather than a mask, and bts64: bt and bts, three
    * instructions fewer than building the mask */
-  if (unlikely(((x | load_rlx(wp + SPAN_RBITS)) >> (i & 63)) & 1)) return PUSH_DOUBLE;
+  if (unlikely((x >> (i & 63)) & 1)) return PUSH_DOUBLE;
   store_rlx(wp, bts64(x, i));
   return likely(--s->used != 0) ? PUSH_OK : PUSH_EMPTY;
 }
