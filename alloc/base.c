@@ -9,9 +9,10 @@
  * are mapped directly. The bump pointer's pages are faulted in ahead of it,
  * a run at a time.
  *
- * Blocks of a page or more (to BASE_MAX) are page runs: whole pages, carved
- * from the top of the chunk down (so that they leave no gap among the
- * small blocks), kept when freed on one list per length, through a
+ * base_alloc_purgeable's blocks of a page or more (to BASE_MAX) are page
+ * runs: whole pages, carved from the top of the chunk down (so that they
+ * leave no gap among the small blocks), kept when freed on one list per
+ * length, through a
  * 16-byte node each (a run's own pages may be given back, so no link
  * lives in them). Freed runs stay resident up to BASE_WARM bytes in all;
  * past that a freed run's pages go back to the kernel (MADV_DONTNEED) and
@@ -20,6 +21,10 @@
  * (8 bytes a slot of every small span, 4-8 KiB for most spans, made and
  * freed with the span): kept resident on exact-size lists, freed arrays
  * held ~4.2 MB at the exit of CPython's tests against ~0.7 MB live.
+ * Other metadata of a page or more stays on the small blocks' lists: a
+ * thread heap's record (7.5 KiB) as a page-aligned run made bench-small
+ * 9-14% slower at the same instruction count (CPU medians of 9 alternated
+ * runs, -t 1: 0.57 -> 0.65 s).
  *
  * The first piece is the library's own .bss (base_first), which the loader
  * maps with the library anyway: a process whose metadata fits in it (a
@@ -227,7 +232,6 @@ void *base_alloc(size_t size) {
     if (p) atomic_fetch_add_explicit(&base_mapped, size, memory_order_relaxed);
     return p;
   }
-  if (size >= PAGE) return base_alloc_run(ALIGN_UP(size, PAGE));
   base_pop_t pop = {NULL, NULL};
   bool fresh;
   nlock_lock(&base_lock);
@@ -247,13 +251,19 @@ void base_free(void *p, size_t size) {
     atomic_fetch_sub_explicit(&base_mapped, size, memory_order_relaxed);
     return;
   }
-  if (size >= PAGE) {
-    base_free_run(p, ALIGN_UP(size, PAGE));
-    return;
-  }
   nlock_lock(&base_lock);
   base_push(p, size);
   nlock_unlock(&base_lock);
+}
+
+void *base_alloc_purgeable(size_t size) {
+  if (size < PAGE || size > BASE_MAX) return base_alloc(size);
+  return base_alloc_run(ALIGN_UP(size, PAGE));
+}
+
+void base_free_purgeable(void *p, size_t size) {
+  if (size < PAGE || size > BASE_MAX) base_free(p, size);
+  else if (p != NULL) base_free_run(p, ALIGN_UP(size, PAGE));
 }
 
 size_t base_stats_mapped(void) {

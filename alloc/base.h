@@ -8,10 +8,16 @@
 #include "compiler.h"
 
 /* NULL when the OS refuses memory. Sizes that are a multiple of the cache
- * line get a block that starts on one; sizes of a page or more, a page
- * run (page aligned, rounded up to whole pages). */
+ * line get a block that starts on one. */
 void *base_alloc(size_t size);
 void base_free(void *p, size_t size);
+/* As base_alloc, for metadata made and freed often in bulk (exact
+ * profiling's slot arrays): a block of a page or more (to 64 KiB) is a
+ * page run (page aligned, rounded up to whole pages) whose pages go back
+ * to the kernel once more than 256 KiB of such runs are free. Freed with
+ * base_free_purgeable and the same size. */
+void *base_alloc_purgeable(size_t size);
+void base_free_purgeable(void *p, size_t size);
 size_t base_stats_mapped(void);
 /* base_stats_mapped less the pages given back to the kernel (freed page
  * runs past the warm reserve, the whole pages left at chunks' ends):

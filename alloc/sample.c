@@ -76,10 +76,10 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
   nalloc_assert(s->kind == SPAN_SMALL && size <= SC_SMALL_MAX && i < s->nslots);
   sample_slot_t *ps = NULL;
   size_t bytes = sizeof(sample_slot_t) * s->nslots * (births ? 2 : 1);
-  sample_slot_t *fresh = base_alloc(bytes);
+  sample_slot_t *fresh = base_alloc_purgeable(bytes);
   if (fresh == NULL) return false;
   if (!atomic_compare_exchange_strong(&s->prof, &ps, fresh)) {
-    base_free(fresh, bytes);
+    base_free_purgeable(fresh, bytes);
   } else if (births) {
     /* only the span's allocating thread reads it (sample_record_timed),
      * and span_destroy: a free tells a timed record by its own bit */

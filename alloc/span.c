@@ -121,7 +121,7 @@ void span_destroy(span_t *s) {
   nalloc_assert(s->used == 0 && s->list != SL_CUR);
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_relaxed);
   if (ps)
-    base_free(ps, sizeof(sample_slot_t) * s->nslots *
+    base_free_purgeable(ps, sizeof(sample_slot_t) * s->nslots *
                       (load_rlx(&s->prof_births) ? 2 : 1));
   atomic_store_explicit(&s->prof, NULL, memory_order_relaxed);
   store_rlx(&s->prof_births, 0);

@@ -12,7 +12,8 @@
  *   k more of it gives the same k addresses back (free lists, not the
  *   bump pointer), and a block bigger than BASE_MAX (64 KiB, mapped
  *   directly) moves base_stats_mapped by its page-rounded size both ways;
- * - blocks of a page or more (page runs) start on a page, and freeing
+ * - base_alloc_purgeable's blocks of a page or more (page runs; half of
+ *   the threads' blocks come from it) start on a page, and freeing
  *   more of them than the 256 KiB kept resident (BASE_WARM) lowers
  *   base_stats_resident by at least the excess (their pages go back to
  *   the kernel), while reused ones still read zero.
@@ -34,6 +35,7 @@ typedef struct {
   unsigned char *p;
   size_t size;
   unsigned char pat;
+  bool purgeable; /* from base_alloc_purgeable */
 } blk_t;
 
 enum { NTHREADS = 4, MAXLIVE = 600, NOPS = 30000 };
@@ -65,11 +67,16 @@ static void check_new(const unsigned char *p, size_t size) {
   if (size % CACHELINE == 0)
     CHECKF((uintptr_t)p % CACHELINE == 0, "base_alloc(%zu) = %p: not on a cache line", size,
            (void *)p);
-  if (size >= PAGE)
-    CHECKF((uintptr_t)p % PAGE == 0, "base_alloc(%zu) = %p: not on a page", size, (void *)p);
   for (size_t i = 0; i < size; i++)
     CHECKF(p[i] == 0, "base_alloc(%zu) = %p: byte %zu is %#x, not zero", size, (void *)p, i,
            p[i]);
+}
+
+/* A base_alloc_purgeable block of a page or more is a page run. */
+static void check_run(const unsigned char *p, size_t size) {
+  check_new(p, size);
+  CHECKF((uintptr_t)p % PAGE == 0, "base_alloc_purgeable(%zu) = %p: not on a page", size,
+         (void *)p);
 }
 
 static void check_pattern(const blk_t *b, const char *when) {
@@ -79,6 +86,11 @@ static void check_pattern(const blk_t *b, const char *when) {
            (void *)b->p, b->size, i);
 }
 
+static void blk_free(const blk_t *b) {
+  if (b->purgeable) base_free_purgeable(b->p, b->size);
+  else base_free(b->p, b->size);
+}
+
 static void *worker(void *arg) {
   size_t t = (size_t)arg;
   uint64_t s = 0x1234567ull * (t + 1);
@@ -86,15 +98,17 @@ static void *worker(void *arg) {
     if (nlive[t] < MAXLIVE && (nlive[t] == 0 || rnd(&s) % 100 < 55)) {
       size_t size = pick_size(&s);
       blk_t *b = &live[t][nlive[t]++];
-      b->p = base_alloc(size);
+      b->purgeable = rnd(&s) % 2 == 0;
+      b->p = b->purgeable ? base_alloc_purgeable(size) : base_alloc(size);
       b->size = size;
       b->pat = (unsigned char)rnd(&s);
-      check_new(b->p, size);
+      if (b->purgeable && size >= PAGE && size <= ((size_t)64 << 10)) check_run(b->p, size);
+      else check_new(b->p, size);
       for (size_t i = 0; i < size; i++) b->p[i] = (unsigned char)(b->pat + i * 7);
     } else {
       size_t i = rnd(&s) % nlive[t];
       check_pattern(&live[t][i], "at free");
-      base_free(live[t][i].p, live[t][i].size);
+      blk_free(&live[t][i]);
       live[t][i] = live[t][--nlive[t]];
     }
   }
@@ -151,18 +165,18 @@ static void check_purge(void) {
   const size_t size = 8192, warm = (size_t)256 << 10;
   void *a[K];
   for (int i = 0; i < K; i++) {
-    a[i] = base_alloc(size);
-    check_new(a[i], size);
+    a[i] = base_alloc_purgeable(size);
+    check_run(a[i], size);
     memset(a[i], 0x5a, size);
   }
   size_t before = base_stats_resident();
-  for (int i = 0; i < K; i++) base_free(a[i], size);
+  for (int i = 0; i < K; i++) base_free_purgeable(a[i], size);
   size_t after = base_stats_resident();
   CHECKF(after + (K * size - warm) <= before,
          "freeing %d runs of %zu bytes: resident %zu -> %zu, want a drop of >= %zu", K, size,
          before, after, K * size - warm);
-  for (int i = 0; i < K; i++) check_new(a[i] = base_alloc(size), size); /* zero again */
-  for (int i = 0; i < K; i++) base_free(a[i], size);
+  for (int i = 0; i < K; i++) check_run(a[i] = base_alloc_purgeable(size), size); /* zero again */
+  for (int i = 0; i < K; i++) base_free_purgeable(a[i], size);
 }
 
 int main(void) {
@@ -185,7 +199,7 @@ int main(void) {
       CHECKF(all[i].p + all[i].size <= all[i + 1].p, "blocks %p (+%zu) and %p overlap",
              (void *)all[i].p, all[i].size, (void *)all[i + 1].p);
   }
-  for (size_t i = 0; i < n; i++) base_free(all[i].p, all[i].size);
+  for (size_t i = 0; i < n; i++) blk_free(&all[i]);
   check_reuse(); /* the lists the threads left behind serve as well */
   printf("ok: %zu blocks live at the end of %d threads x %d operations\n", n, NTHREADS, NOPS);
   return 0;
