@@ -234,6 +234,7 @@ size_t arena_purge(arena_t *a, bool all) {
   nlock_lock(&a->heap_lock);
   size_t n = pheap_purge(a, all);
   nlock_unlock(&a->heap_lock);
+  base_decay(all); /* the metadata of spans the reap gave back, among others */
   return n;
 }
 
@@ -249,7 +250,8 @@ uint64_t arena_decay_next(arena_t *a) {
   uint64_t next = pheap_decay_next(a);
   if (a->reap_due_ns < next) next = a->reap_due_ns;
   nlock_unlock(&a->heap_lock);
-  return next;
+  uint64_t b = base_decay_next();
+  return b < next ? b : next;
 }
 
 /* Live slots of a small span: used counts remote frees not yet collected.

@@ -12,15 +12,25 @@
  * base_alloc_purgeable's blocks of a page or more (to BASE_MAX) are page
  * runs: whole pages, carved from the top of the chunk down (so that they
  * leave no gap among the small blocks), kept when freed on one list per
- * length, through a
- * 16-byte node each (a run's own pages may be given back, so no link
- * lives in them). Freed runs stay resident up to BASE_WARM bytes in all;
- * past that a freed run's pages go back to the kernel (MADV_DONTNEED) and
- * it is reused as it is, its pages reading zero, faulted in as they are
- * written. These are mostly the sampled-slot arrays of exact profiling
- * (8 bytes a slot of every small span, 4-8 KiB for most spans, made and
- * freed with the span): kept resident on exact-size lists, freed arrays
- * held ~4.2 MB at the exit of CPython's tests against ~0.7 MB live.
+ * length through a node each (a run's own pages may be given back, so no
+ * link lives in them). A freed run stays resident -- the next run of its
+ * length is the most recently freed -- until it has been free for a
+ * second (BASE_DECAY_MS; dirty_decay_ms if shorter, 0: at once, -1:
+ * never: base_decay), and then its pages go back to the kernel (MADV_DONTNEED): it is
+ * reused as it is, its pages reading zero, faulted in as they are written.
+ * Up to BASE_WARM bytes of freed runs stay resident whatever their age;
+ * past them, a run carved while others sit free sends as many of them back
+ * at once (base_purge_due's swap). These are mostly the sampled-slot
+ * arrays of exact profiling (8 bytes a slot of every small span, 4-8 KiB
+ * for most spans, made and freed with the span): kept resident on
+ * exact-size lists, freed arrays held ~4.2 MB at the exit of CPython's tests
+ * against ~0.7 MB live. Purged at once past BASE_WARM instead, a program
+ * that gives spans back and makes new ones within seconds (bench-list in
+ * exact mode) faulted its arrays in again and again: 10.7k -> 84k page
+ * faults, 1.42 -> 1.61 s. Kept for all of dirty_decay_ms (10 s) like
+ * user pages, they raised the peak of CPython's tests in exact mode by
+ * ~2 MB (medians of 5, 68.4 -> 70.5 MB); a second, 69.7 MB: a span remade
+ * within a second gets its array back warm.
  * Other metadata of a page or more stays on the small blocks' lists: a
  * thread heap's record (7.5 KiB) as a page-aligned run made bench-small
  * 9-14% slower at the same instruction count (CPU medians of 9 alternated
@@ -34,6 +44,7 @@
 
 #include "lock.h"
 #include "os.h"
+#include "page_heap.h" /* opt_dirty_decay_ms */
 
 #include <string.h>
 
@@ -51,21 +62,34 @@
  * a madvise for four pages it may never touch cost it a system call). */
 #define BASE_POPULATE ((size_t)64 << 10)
 #define BASE_POPULATE_MIN ((size_t)16 * PAGE)
-/* Freed runs kept resident, at most (bytes): a program that frees and
- * remakes spans over and over (their slot arrays) reuses these without a
- * fault or a system call. */
+/* Freed runs kept resident whatever their age (bytes). */
 #define BASE_WARM ((size_t)256 << 10)
+/* ms a freed run past BASE_WARM stays resident, at most: the arrays are
+ * the profiler's overhead, worth keeping only for spans remade soon */
+#define BASE_DECAY_MS 1000
+
+/* How long a freed run past BASE_WARM stays resident (ns). */
+static uint64_t base_decay_ns(void) {
+  ssize_t ms = opt_dirty_decay_ms < BASE_DECAY_MS ? opt_dirty_decay_ms : BASE_DECAY_MS;
+  return (uint64_t)ms * 1000000u;
+}
 
 typedef struct base_free_s {
   struct base_free_s *next;
 } base_free_t;
 
-/* A freed page run: its address, bit 0 set when its pages were purged. */
-#define BASE_RUN_PURGED ((uintptr_t)1)
+/* A freed page run. Resident ones are on their length's warm list, newest
+ * first (prev links it both ways, so the oldest is purged from the tail);
+ * purged ones on its cold list. */
 typedef struct base_run_s {
-  struct base_run_s *next;
-  uintptr_t addr;
+  struct base_run_s *next, *prev;
+  char *addr;
+  uint64_t freed_ns; /* when it was freed (warm runs) */
 } base_run_t;
+
+typedef struct {
+  base_run_t *head, *tail;
+} base_runq_t;
 
 /* pages to fault in once the lock is dropped */
 typedef struct {
@@ -76,12 +100,13 @@ static nlock_t base_lock = NLOCK_INITIALIZER(LOCK_BASE);
 static char *base_cur, *base_end; /* small blocks bump up, runs down */
 static char *base_ready; /* the chunk is populated up to here */
 NALLOC_BIG_BSS static base_free_t *base_lists[BASE_NLISTS + 1];
-static base_run_t *base_runs[BASE_NRUNS + 1];
+static base_runq_t base_warm_runs[BASE_NRUNS + 1];
+static base_run_t *base_cold_runs[BASE_NRUNS + 1];
 static _Atomic size_t base_mapped;
 /* bytes purged: of freed runs, and the whole pages that the bump pointer
  * left at the end of a chunk (given up: bumping continues in a new one) */
 static _Atomic size_t base_purged;
-static size_t base_warm; /* bytes of freed runs kept resident */
+static size_t base_warm; /* bytes of freed runs resident */
 static size_t base_bumped; /* bytes the bump pointer handed out, ever */
 NALLOC_BIG_BSS static char base_first[BASE_CHUNK] __attribute__((aligned(PAGE)));
 static bool base_first_used;
@@ -168,60 +193,144 @@ static void base_populate(const base_pop_t *pop) {
   if (pop->from != NULL) os_populate(pop->from, (size_t)(pop->to - pop->from));
 }
 
-/* A page run of `size` bytes (a multiple of PAGE, at most BASE_MAX). */
-static void *base_alloc_run(size_t size) {
-  nlock_lock(&base_lock);
-  base_run_t *n = base_runs[size / PAGE];
-  if (n == NULL) {
-    if ((size_t)(base_end - base_cur) < size && !base_chunk()) {
-      nlock_unlock(&base_lock);
-      return NULL;
-    }
-    base_end -= size; /* page aligned: runs are whole pages */
-    char *r = base_end;
-    nlock_unlock(&base_lock);
-    return r; /* never written: zero */
+/* Takes warm run n (of `len` pages) off its list. The lock is held. */
+static void base_warm_unlink(base_run_t *n, size_t len) {
+  base_runq_t *q = &base_warm_runs[len];
+  if (n->prev != NULL) n->prev->next = n->next;
+  else q->head = n->next;
+  if (n->next != NULL) n->next->prev = n->prev;
+  else q->tail = n->prev;
+  base_warm -= len * PAGE;
+}
+
+/* The warm run that has been free longest, if it is due to be purged at
+ * `now` (all: whatever its age, down to no warm run at all); else NULL.
+ * Past BASE_WARM a run is due once it has been free for base_decay_ns,
+ * or at once while *swap bytes are owed (taken off). The lock is held. */
+static base_run_t *base_due(uint64_t now, bool all, size_t *swap, size_t *len) {
+  if (!all && (base_warm <= BASE_WARM || opt_dirty_decay_ms < 0)) return NULL;
+  base_run_t *old = NULL;
+  for (size_t l = 1; l <= BASE_NRUNS; l++) {
+    base_run_t *t = base_warm_runs[l].tail;
+    if (t != NULL && (old == NULL || t->freed_ns < old->freed_ns)) old = t, *len = l;
   }
-  base_runs[size / PAGE] = n->next;
-  uintptr_t a = n->addr;
-  if (a & BASE_RUN_PURGED)
-    atomic_fetch_sub_explicit(&base_purged, size, memory_order_relaxed);
-  else
-    base_warm -= size;
+  if (old == NULL || all) return old;
+  if (*swap > 0) {
+    *swap = *swap > *len * PAGE ? *swap - *len * PAGE : 0;
+    return old;
+  }
+  uint64_t decay = base_decay_ns();
+  return old->freed_ns <= now && now - old->freed_ns >= decay ? old : NULL;
+}
+
+/* Purges the warm runs that are due (base_due; swap: bytes of them to
+ * purge whatever their age, oldest first), in batches: taken off
+ * their lists under the lock, purged without it (they are nobody's
+ * meanwhile), then put on their cold lists. The lock is held on entry
+ * and on return. */
+#define BASE_PURGE_BATCH 16
+static void base_purge_due(uint64_t now, bool all, size_t swap) {
+  for (;;) {
+    base_run_t *b[BASE_PURGE_BATCH];
+    size_t lens[BASE_PURGE_BATCH], k = 0;
+    while (k < BASE_PURGE_BATCH && (b[k] = base_due(now, all, &swap, &lens[k])) != NULL) {
+      base_warm_unlink(b[k], lens[k]);
+      k++;
+    }
+    if (k == 0) return;
+    nlock_unlock(&base_lock);
+    for (size_t i = 0; i < k; i++) os_purge(b[i]->addr, lens[i] * PAGE);
+    nlock_lock(&base_lock);
+    for (size_t i = 0; i < k; i++) {
+      b[i]->next = base_cold_runs[lens[i]];
+      base_cold_runs[lens[i]] = b[i];
+      atomic_fetch_add_explicit(&base_purged, lens[i] * PAGE, memory_order_relaxed);
+    }
+    if (k < BASE_PURGE_BATCH) return;
+  }
+}
+
+/* A page run of `size` bytes (a multiple of PAGE, at most BASE_MAX): the
+ * most recently freed one of its length, else a purged one (no memset:
+ * its pages read zero), else carved. */
+static void *base_alloc_run(size_t size) {
+  size_t len = size / PAGE;
+  nlock_lock(&base_lock);
+  base_run_t *n = base_warm_runs[len].head;
+  bool warm = n != NULL;
+  if (warm) {
+    base_warm_unlink(n, len);
+  } else {
+    /* this run's pages will be faulted in: as many resident ones of other
+     * lengths, unused, go back, so a shift in the lengths asked for does
+     * not make the runs' resident pages grow */
+    if (base_warm > BASE_WARM) base_purge_due(nalloc_now_ns(), false, size);
+    if ((n = base_cold_runs[len]) != NULL) {
+      base_cold_runs[len] = n->next;
+      atomic_fetch_sub_explicit(&base_purged, size, memory_order_relaxed);
+    } else {
+      if ((size_t)(base_end - base_cur) < size && !base_chunk()) {
+        nlock_unlock(&base_lock);
+        return NULL;
+      }
+      base_end -= size; /* page aligned: runs are whole pages */
+      char *r = base_end;
+      nlock_unlock(&base_lock);
+      return r; /* never written: zero */
+    }
+  }
+  char *p = n->addr;
   base_push(n, sizeof *n);
   nlock_unlock(&base_lock);
-  char *p = (char *)(a & ~BASE_RUN_PURGED);
-  if (!(a & BASE_RUN_PURGED)) memset(p, 0, size);
+  if (warm) memset(p, 0, size);
   return p;
 }
 
-/* Frees page run p: kept resident while the freed runs are under
- * BASE_WARM bytes, else purged first (the lock not held: the run is
- * nobody's meanwhile). Its node is a small block. */
+/* Frees page run p: resident, newest on its length's list; then whatever
+ * has become due is purged. Its node is a small block: with no memory for
+ * one, the run is purged and lost (its address space stays mapped). */
 static void base_free_run(void *p, size_t size) {
-  nlock_lock(&base_lock);
-  uintptr_t a = (uintptr_t)p;
-  if (base_warm + size <= BASE_WARM) {
-    base_warm += size;
-  } else {
-    nlock_unlock(&base_lock);
-    os_purge(p, size);
-    a |= BASE_RUN_PURGED;
-    atomic_fetch_add_explicit(&base_purged, size, memory_order_relaxed);
-    nlock_lock(&base_lock);
-  }
+  uint64_t now = nalloc_now_ns();
   base_pop_t pop = {NULL, NULL};
   bool fresh;
+  nlock_lock(&base_lock);
   base_run_t *n = base_small(sizeof *n, &pop, &fresh);
   if (n != NULL) {
-    n->addr = a;
-    n->next = base_runs[size / PAGE];
-    base_runs[size / PAGE] = n;
-  } else if (!(a & BASE_RUN_PURGED)) { /* no memory for a node: the run is lost */
-    base_warm -= size;
+    base_runq_t *q = &base_warm_runs[size / PAGE];
+    *n = (base_run_t){q->head, NULL, p, now};
+    if (q->head != NULL) q->head->prev = n;
+    else q->tail = n;
+    q->head = n;
+    base_warm += size;
+    base_purge_due(now, false, 0);
   }
   nlock_unlock(&base_lock);
   base_populate(&pop);
+  if (n == NULL) {
+    os_purge(p, size);
+    atomic_fetch_add_explicit(&base_purged, size, memory_order_relaxed);
+  }
+}
+
+void base_decay(bool all) {
+  uint64_t now = nalloc_now_ns();
+  nlock_lock(&base_lock);
+  base_purge_due(now, all, 0);
+  nlock_unlock(&base_lock);
+}
+
+uint64_t base_decay_next(void) {
+  if (opt_dirty_decay_ms < 0) return UINT64_MAX;
+  uint64_t next = UINT64_MAX;
+  nlock_lock(&base_lock);
+  if (base_warm > BASE_WARM) {
+    for (size_t l = 1; l <= BASE_NRUNS; l++) {
+      base_run_t *t = base_warm_runs[l].tail;
+      if (t != NULL && t->freed_ns < next) next = t->freed_ns;
+    }
+  }
+  nlock_unlock(&base_lock);
+  return next == UINT64_MAX ? next : next + base_decay_ns();
 }
 
 void *base_alloc(size_t size) {
@@ -287,5 +396,8 @@ void base_postfork_child(void) {
   base_cur = base_end = base_ready = NULL;
   base_warm = 0;
   for (size_t i = 0; i <= BASE_NLISTS; i++) base_lists[i] = NULL;
-  for (size_t i = 0; i <= BASE_NRUNS; i++) base_runs[i] = NULL;
+  for (size_t i = 0; i <= BASE_NRUNS; i++) {
+    base_warm_runs[i] = (base_runq_t){NULL, NULL};
+    base_cold_runs[i] = NULL;
+  }
 }

@@ -158,23 +158,47 @@ static void check_reuse(void) {
          base_stats_mapped(), before);
 }
 
-/* Freed page runs past the warm reserve are purged: base_stats_resident
- * drops by at least the excess. */
+/* Freed page runs stay resident until they have been free for
+ * a second (dirty_decay_ms is 10 s here, the default): freeing them and a decay pass
+ * right after give nothing back, and the next run of their length is the
+ * one freed last, zeroed. Carving runs of another length meanwhile gives
+ * back as many of them (past the 256 KiB kept whatever their age).
+ * base_decay(true) then gives back every freed run, and purged runs come
+ * back reading zero. Purged bytes are read as mapped less resident
+ * (carving may map a new chunk). */
+static size_t purged(void) { return base_stats_mapped() - base_stats_resident(); }
+
 static void check_purge(void) {
-  enum { K = 100 };
-  const size_t size = 8192, warm = (size_t)256 << 10;
-  void *a[K];
+  enum { K = 100, M = 50 };
+  const size_t size = 8192, other = 3 * 4096, warm = (size_t)256 << 10;
+  void *a[K], *c[M];
   for (int i = 0; i < K; i++) {
     a[i] = base_alloc_purgeable(size);
     check_run(a[i], size);
     memset(a[i], 0x5a, size);
   }
-  size_t before = base_stats_resident();
+  size_t p0 = purged();
   for (int i = 0; i < K; i++) base_free_purgeable(a[i], size);
-  size_t after = base_stats_resident();
-  CHECKF(after + (K * size - warm) <= before,
-         "freeing %d runs of %zu bytes: resident %zu -> %zu, want a drop of >= %zu", K, size,
-         before, after, K * size - warm);
+  base_decay(false);
+  CHECKF(purged() == p0, "freed runs purged before their decay: %zu -> %zu bytes purged", p0,
+         purged());
+  void *last = base_alloc_purgeable(size);
+  CHECKF(last == a[K - 1], "the next run is %p, not the one freed last (%p)", last, a[K - 1]);
+  check_run(last, size); /* zeroed again */
+  base_free_purgeable(last, size);
+  /* runs of another length, carved while these sit resident, send as
+   * many of these (past the 256 KiB kept) back */
+  for (int i = 0; i < M; i++) check_run(c[i] = base_alloc_purgeable(other), other);
+  size_t p1 = purged(), owed = K * size - warm;
+  if (owed > M * other) owed = M * other;
+  CHECKF(p1 + size >= p0 + owed, "carving %d runs of %zu bytes: purged %zu -> %zu, want >= %zu more",
+         M, other, p0, p1, owed - size);
+  for (int i = 0; i < M; i++) base_free_purgeable(c[i], other);
+  base_decay(true);
+  size_t p2 = purged();
+  CHECKF(p2 >= p0 + K * size + M * other,
+         "base_decay(true): purged %zu -> %zu bytes, want every freed run (+%zu)", p0, p2,
+         K * size + M * other);
   for (int i = 0; i < K; i++) check_run(a[i] = base_alloc_purgeable(size), size); /* zero again */
   for (int i = 0; i < K; i++) base_free_purgeable(a[i], size);
 }
