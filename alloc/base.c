@@ -14,23 +14,23 @@
  * leave no gap among the small blocks), kept when freed on one list per
  * length through a node each (a run's own pages may be given back, so no
  * link lives in them). A freed run stays resident -- the next run of its
- * length is the most recently freed -- until it has been free for a
- * second (BASE_DECAY_MS; dirty_decay_ms if shorter, 0: at once, -1:
- * never: base_decay), and then its pages go back to the kernel (MADV_DONTNEED): it is
- * reused as it is, its pages reading zero, faulted in as they are written.
- * Up to BASE_WARM bytes of freed runs stay resident whatever their age;
- * past them, a run carved while others sit free sends as many of them back
- * at once (base_purge_due's swap). These are mostly the sampled-slot
- * arrays of exact profiling (8 bytes a slot of every small span, 4-8 KiB
- * for most spans, made and freed with the span): kept resident on
- * exact-size lists, freed arrays held ~4.2 MB at the exit of CPython's tests
- * against ~0.7 MB live. Purged at once past BASE_WARM instead, a program
- * that gives spans back and makes new ones within seconds (bench-list in
- * exact mode) faulted its arrays in again and again: 10.7k -> 84k page
- * faults, 1.42 -> 1.61 s. Kept for all of dirty_decay_ms (10 s) like
- * user pages, they raised the peak of CPython's tests in exact mode by
- * ~2 MB (medians of 5, 68.4 -> 70.5 MB); a second, 69.7 MB: a span remade
- * within a second gets its array back warm.
+ * length is the most recently freed -- until it has been free for a second
+ * (BASE_DECAY_MS; dirty_decay_ms if shorter, 0: at once, -1: never:
+ * base_decay), and then its pages go back to the kernel (MADV_DONTNEED):
+ * it is reused as it is, its pages reading zero, faulted in as they are
+ * written. Up to BASE_WARM bytes of freed runs stay resident whatever
+ * their age; past them, a run carved while others sit free sends as many
+ * of them back at once (base_purge_due's swap). These are mostly the
+ * sampled-slot arrays of exact profiling (8 bytes a slot of every small
+ * span, 4-8 KiB for most spans, made and freed with the span): kept
+ * resident on exact-size lists, freed arrays held ~4.2 MB at the exit of
+ * CPython's tests against ~0.7 MB live. Purged at once past BASE_WARM
+ * instead, a program that gives spans back and makes new ones within
+ * seconds (bench-list in exact mode) faulted its arrays in again and
+ * again: 10.7k -> 84k page faults, 1.42 -> 1.61 s. Kept for all of
+ * dirty_decay_ms (10 s) like user pages, they raised the peak of CPython's
+ * tests in exact mode by ~2 MB (medians of 5, 68.4 -> 70.5 MB); a second,
+ * 69.7 MB: a span remade within a second gets its array back warm.
  * Other metadata of a page or more stays on the small blocks' lists: a
  * thread heap's record (7.5 KiB) as a page-aligned run made bench-small
  * 9-14% slower at the same instruction count (CPU medians of 9 alternated
@@ -203,17 +203,24 @@ static void base_warm_unlink(base_run_t *n, size_t len) {
   base_warm -= len * PAGE;
 }
 
+/* The warm run that has been free longest (its length in *len), or NULL.
+ * The lock is held. */
+static base_run_t *base_oldest(size_t *len) {
+  base_run_t *old = NULL;
+  for (size_t l = 1; l <= BASE_NRUNS; l++) {
+    base_run_t *t = base_warm_runs[l].tail;
+    if (t != NULL && (old == NULL || t->freed_ns < old->freed_ns)) old = t, *len = l;
+  }
+  return old;
+}
+
 /* The warm run that has been free longest, if it is due to be purged at
  * `now` (all: whatever its age, down to no warm run at all); else NULL.
  * Past BASE_WARM a run is due once it has been free for base_decay_ns,
  * or at once while *swap bytes are owed (taken off). The lock is held. */
 static base_run_t *base_due(uint64_t now, bool all, size_t *swap, size_t *len) {
   if (!all && (base_warm <= BASE_WARM || opt_dirty_decay_ms < 0)) return NULL;
-  base_run_t *old = NULL;
-  for (size_t l = 1; l <= BASE_NRUNS; l++) {
-    base_run_t *t = base_warm_runs[l].tail;
-    if (t != NULL && (old == NULL || t->freed_ns < old->freed_ns)) old = t, *len = l;
-  }
+  base_run_t *old = base_oldest(len);
   if (old == NULL || all) return old;
   if (*swap > 0) {
     *swap = *swap > *len * PAGE ? *swap - *len * PAGE : 0;
@@ -321,16 +328,12 @@ void base_decay(bool all) {
 
 uint64_t base_decay_next(void) {
   if (opt_dirty_decay_ms < 0) return UINT64_MAX;
-  uint64_t next = UINT64_MAX;
+  size_t len;
   nlock_lock(&base_lock);
-  if (base_warm > BASE_WARM) {
-    for (size_t l = 1; l <= BASE_NRUNS; l++) {
-      base_run_t *t = base_warm_runs[l].tail;
-      if (t != NULL && t->freed_ns < next) next = t->freed_ns;
-    }
-  }
+  base_run_t *old = base_warm > BASE_WARM ? base_oldest(&len) : NULL;
+  uint64_t next = old != NULL ? old->freed_ns + base_decay_ns() : UINT64_MAX;
   nlock_unlock(&base_lock);
-  return next == UINT64_MAX ? next : next + base_decay_ns();
+  return next;
 }
 
 void *base_alloc(size_t size) {
