@@ -121,24 +121,28 @@ static NALLOC_NOINLINE void free_slot_prof_rest(void *p, span_t *s, uint32_t i,
                                                 int fn, heap_t *h) {
   heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   sample_release_slot(s, i, p);
-  /* exact mode's common case: the thread's own span, not full */
-  if (owner == h && h != &heap_none && s->list != SL_FULL) {
-    /* sampled mode: once its last live sample is gone (freed here or by
-     * another thread), the span's frees are fast again (only its owner
-     * samples in it: span_unsampled) */
-    if (unlikely(load_rlx(&s->prof_births)) && h->lock == NULL &&
-        atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
-      store_rlx(&s->owner_fast, h);
-    free_push_own(p, s, i, fn, h);
+  if (owner == h && h != &heap_none) {
+    /* exact mode's common case: the thread's own span, not full */
+    if (s->list != SL_FULL) {
+      /* sampled mode: once its last live sample is gone (freed here or by
+       * another thread), the span's frees are fast again (only its owner
+       * samples in it: span_unsampled) */
+      if (unlikely(load_rlx(&s->prof_births)) && h->lock == NULL &&
+          atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
+        store_rlx(&s->owner_fast, h);
+      free_push_own(p, s, i, fn, h);
+      return;
+    }
+    /* full: its last live sample gone (span_full_tag), or not (sampled
+     * mode: ~1.2 frees a sample on bench-random), free_small's way
+     * without its second look at the owner */
+    bool ok = load_racy(&s->owner_fast) == span_full_tag(h) ? heap_free_full(h, s, i)
+                                                             : heap_free_owned(h, s, i);
+    if (unlikely(!ok)) double_free(fn, p);
     return;
   }
-  if (owner != h && (owner == NULL || owner->lock == NULL)) {
+  if (owner == NULL || owner->lock == NULL) {
     if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
-    return;
-  }
-  /* h's own full span, its last live sample gone (span_full_tag) */
-  if (load_racy(&s->owner_fast) == span_full_tag(h)) {
-    if (unlikely(!heap_free_full(h, s, i))) double_free(fn, p);
     return;
   }
   if (!free_small(s, i)) double_free(fn, p);
