@@ -114,6 +114,15 @@ static inline void free_slot_tagged(void *p, span_t *s, uint32_t i,
   free_push_rest(p, s, r, fn, h);
 }
 
+/* h's own span on its full list, no live sample in it (owner_fast is
+ * span_full_tag(h), never for heap_none): back to the available list. */
+static NALLOC_NOINLINE void free_full_own(void *p, span_t *s, uint32_t i, int fn,
+                                          heap_t *h) {
+  nalloc_assert(s->list == SL_FULL && load_rlx(&s->owner) == h);
+  nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
+  if (unlikely(!heap_free_full(h, s, i))) double_free(fn, p);
+}
+
 /* free_slot_slow's case of a span with records (s->prof), not the
  * owner's tagged one: exact mode's spans, and sampled mode's spans of
  * other threads or on a list other than the owner's available one. */
@@ -152,8 +161,15 @@ static NALLOC_NOINLINE void free_slot_prof_rest(void *p, span_t *s, uint32_t i,
  * (sampled mode's common one): its rest is tail calls. */
 static inline void free_slot_prof(void *p, span_t *s, uint32_t i,
                                            int fn, heap_t *h) {
-  if (likely(load_racy(&s->owner_fast) == span_fast_tag(h))) {
+  heap_t *f = load_racy(&s->owner_fast);
+  if (likely(f == span_fast_tag(h))) {
     free_slot_tagged(p, s, i, fn, h);
+    return;
+  }
+  /* h's own full span, its last live sample gone: no record to look for
+   * (sampled mode: ~0.6 frees a sample on bench-random) */
+  if (f == span_full_tag(h)) {
+    free_full_own(p, s, i, fn, h);
     return;
   }
   free_slot_prof_rest(p, s, i, fn, h);
