@@ -8,6 +8,7 @@
 #include "log.h"
 #include "sample.h"
 #include "sample_run.h"
+#include "../prof/prof_hook.h"
 
 static const char *const fn_names[FN_N] = {"free", "operator delete", "realloc",
                                            "malloc_usable_size"};
@@ -75,21 +76,38 @@ static inline void free_push_own(void *p, span_t *s, uint32_t i, int fn, heap_t 
   heap_span_empty(h, s);
 }
 
-/* The owner h frees the sample in slot i of its span s, tagged (s is on
- * h's lists and not full): the record goes, then as free_slot_tagged. */
-static NALLOC_NOINLINE void free_tagged_sample(void *p, span_t *s, uint32_t i,
-                                               int fn, heap_t *h, sample_slot_t v) {
-  sample_release_rec(s, i, p, v);
-  if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
-    store_rlx(&s->owner_fast, h);
-  free_push_own(p, s, i, fn, h);
-}
-
 /* span_push's answer other than PUSH_OK for the owner h. */
 static NALLOC_NOINLINE void free_push_rest(void *p, span_t *s, int r, int fn,
                                            heap_t *h) {
   if (r != PUSH_EMPTY) double_free(fn, p);
   heap_span_empty(h, s);
+}
+
+/* free_tagged_sample's push, when the span emptied (the sample was its
+ * last block) or a double free: the profiler hears of the sample first.
+ * Six arguments (the owner is the calling thread's heap), all in
+ * registers, so that the caller's call is a jump. */
+static NALLOC_NOINLINE void free_sample_rest(void *p, span_t *s, int r, int fn,
+                                             sample_slot_t v, uint64_t birth) {
+  prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
+  free_push_rest(p, s, r, fn, tsd_get()->heap);
+}
+
+/* The owner h frees the sample in slot i of its span s, tagged (s is on
+ * h's lists and not full): the record goes, the slot is pushed, and the
+ * profiler hears of it last, in a tail call (only h takes slots of s, so
+ * the slot cannot be handed out meanwhile): no stack frame on the way. */
+static inline void free_tagged_sample(void *p, span_t *s, uint32_t i,
+                                      int fn, heap_t *h, sample_slot_t v) {
+  uint64_t birth = sample_clear_rec(s, i, v);
+  if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
+    store_rlx(&s->owner_fast, h);
+  int r = span_push(s, i);
+  if (likely(r == PUSH_OK)) {
+    prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
+    return;
+  }
+  free_sample_rest(p, s, r, fn, v, birth);
 }
 
 /* free_slot_prof's case of an owner's span with samples when owner_fast
