@@ -8,6 +8,7 @@
 #include "log.h"
 #include "sample.h"
 #include "sample_run.h"
+#include "../prof/prof_hook.h"
 
 static const char *const fn_names[FN_N] = {"free", "operator delete", "realloc",
                                            "malloc_usable_size"};
@@ -75,50 +76,81 @@ static inline void free_push_own(void *p, span_t *s, uint32_t i, int fn, heap_t 
   heap_span_empty(h, s);
 }
 
-/* free_slot_slow's case of an owner's span with samples when owner_fast
+/* span_push's answer other than PUSH_OK for the owner h. */
+static NALLOC_NOINLINE void free_push_rest(void *p, span_t *s, int r, int fn,
+                                           heap_t *h) {
+  if (r != PUSH_EMPTY) double_free(fn, p);
+  heap_span_empty(h, s);
+}
+
+/* free_tagged_sample's push, when the span emptied (the sample was its
+ * last block) or a double free: the profiler hears of the sample first.
+ * Six arguments (the owner is the calling thread's heap), all in
+ * registers, so that the caller's call is a jump. */
+static NALLOC_NOINLINE void free_sample_rest(void *p, span_t *s, int r, int fn,
+                                             sample_slot_t v, uint64_t birth) {
+  prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
+  free_push_rest(p, s, r, fn, tsd_get()->heap);
+}
+
+/* The owner h frees the sample in slot i of its span s, tagged (s is on
+ * h's lists and not full): the record goes, the slot is pushed, and the
+ * profiler hears of it last, in a tail call (only h takes slots of s, so
+ * the slot cannot be handed out meanwhile): no stack frame on the way. */
+static inline void free_tagged_sample(void *p, span_t *s, uint32_t i,
+                                      int fn, heap_t *h, sample_slot_t v) {
+  uint64_t birth = sample_clear_rec(s, i, v);
+  if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
+    store_rlx(&s->owner_fast, h);
+  int r = span_push(s, i);
+  if (likely(r == PUSH_OK)) {
+    prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
+    return;
+  }
+  free_sample_rest(p, s, r, fn, v, birth);
+}
+
+/* free_slot_prof's case of an owner's span with samples when owner_fast
  * is h tagged: s is on h's lists and not full, without reading those
- * conditions from the span. */
+ * conditions from the span. No stack frame (the rest is tail calls):
+ * bench-random at the default rate sends ~8 frees a sample here. */
 static inline void free_slot_tagged(void *p, span_t *s, uint32_t i,
                                     int fn, heap_t *h) {
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_relaxed);
   nalloc_assert(ps != NULL && s->kind == SPAN_SMALL && load_rlx(&s->prof_births));
   sample_slot_t v = load_rlx((_Atomic(sample_slot_t) *)&ps[i]);
-  if (unlikely(v != 0)) sample_release_rec(s, i, p, v); /* the sample */
-  /* as in free_slot_slow: once its last live sample is gone (freed here or
-   * by another thread), the span's frees are fast again */
-  if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
-    store_rlx(&s->owner_fast, h);
-  free_push_own(p, s, i, fn, h);
-}
-
-/* entry_free found p at the start of slot i of s, but s is not one of
- * h's spans on the fast path: another thread's block (the common case),
- * or a span of h's own that is full or holds sampled slots. The
- * double-free check is the push's.
- *
- * Sampled mode's span of h's own with a live sample (owner_fast tagged)
- * takes free_slot_tagged. bench-random at the default rate sends ~6 frees a sample there
- * (its spans of 4-64 KiB blocks have few slots, and a sample keeps the
- * others off the fast path while it lives); through the owner's
- * conditions read from the span (below) they cost ~30 instructions a free
- * more than the fast path. */
-void free_slot_slow(void *p, span_t *s, uintptr_t slot, int fn, heap_t *h) {
-  uint32_t i = (uint32_t)slot;
-  if (unlikely(s->kind != SPAN_SMALL)) {
-    free_slow(p, fn);
+  if (unlikely(v != 0)) { /* the sample */
+    free_tagged_sample(p, s, i, fn, h, v);
     return;
   }
+  /* as in free_slot_prof: once its last live sample is gone (freed by
+   * another thread), the span's frees are fast again */
+  if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
+    store_rlx(&s->owner_fast, h);
+  int r = span_push(s, i);
+  if (likely(r == PUSH_OK)) return;
+  free_push_rest(p, s, r, fn, h);
+}
+
+/* h's own span on its full list, no live sample in it (owner_fast is
+ * span_full_tag(h), never for heap_none): back to the available list. */
+static NALLOC_NOINLINE void free_full_own(void *p, span_t *s, uint32_t i, int fn,
+                                          heap_t *h) {
+  nalloc_assert(s->list == SL_FULL && load_rlx(&s->owner) == h);
+  nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
+  if (unlikely(!heap_free_full(h, s, i))) double_free(fn, p);
+}
+
+/* free_slot_slow's case of a span with records (s->prof), not the
+ * owner's tagged one: exact mode's spans, and sampled mode's spans of
+ * other threads or on a list other than the owner's available one. */
+static NALLOC_NOINLINE void free_slot_prof_rest(void *p, span_t *s, uint32_t i,
+                                                int fn, heap_t *h) {
   heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-  if (unlikely(atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL)) {
-    /* tested here, so that the frees of spans without records (the
-     * frees of full spans, remote frees) do not pay for it */
-    if (load_racy(&s->owner_fast) == span_fast_tag(h)) {
-      free_slot_tagged(p, s, i, fn, h);
-      return;
-    }
-    sample_release_slot(s, i, p);
+  sample_release_slot(s, i, p);
+  if (owner == h && h != &heap_none) {
     /* exact mode's common case: the thread's own span, not full */
-    if (owner == h && h != &heap_none && s->list != SL_FULL) {
+    if (s->list != SL_FULL) {
       /* sampled mode: once its last live sample is gone (freed here or by
        * another thread), the span's frees are fast again (only its owner
        * samples in it: span_unsampled) */
@@ -128,7 +160,44 @@ void free_slot_slow(void *p, span_t *s, uintptr_t slot, int fn, heap_t *h) {
       free_push_own(p, s, i, fn, h);
       return;
     }
+    /* full: its last live sample gone (span_full_tag), or not (sampled
+     * mode: ~1.2 frees a sample on bench-random), free_small's way
+     * without its second look at the owner */
+    bool ok = load_racy(&s->owner_fast) == span_full_tag(h) ? heap_free_full(h, s, i)
+                                                             : heap_free_owned(h, s, i);
+    if (unlikely(!ok)) double_free(fn, p);
+    return;
   }
+  if (owner == NULL || owner->lock == NULL) {
+    if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
+    return;
+  }
+  if (!free_small(s, i)) double_free(fn, p);
+}
+
+/* A span with records. No stack frame in the owner's tagged case
+ * (sampled mode's common one): its rest is tail calls. */
+static inline void free_slot_prof(void *p, span_t *s, uint32_t i,
+                                           int fn, heap_t *h) {
+  heap_t *f = load_racy(&s->owner_fast);
+  if (likely(f == span_fast_tag(h))) {
+    free_slot_tagged(p, s, i, fn, h);
+    return;
+  }
+  /* h's own full span, its last live sample gone: no record to look for
+   * (sampled mode: ~0.6 frees a sample on bench-random) */
+  if (f == span_full_tag(h)) {
+    free_full_own(p, s, i, fn, h);
+    return;
+  }
+  free_slot_prof_rest(p, s, i, fn, h);
+}
+
+/* free_slot_slow's case of a span without records: another thread's
+ * block, or a span of h's own that is full. */
+static NALLOC_NOINLINE void free_slot_plain(void *p, span_t *s, uint32_t i,
+                                            int fn, heap_t *h) {
+  heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   /* another thread's block: straight to its remote bitmap (a shared
    * heap's spans and h's own full spans take free_small's way) */
   if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
@@ -141,11 +210,37 @@ void free_slot_slow(void *p, span_t *s, uintptr_t slot, int fn, heap_t *h) {
    * remote case, which it would cost 3 instructions (prodcons -t 2 +1%). */
   if (load_racy(&s->owner_fast) == span_full_tag(h)) {
     nalloc_assert(s->list == SL_FULL && owner == h);
-    nalloc_assert(load_rlx(&s->prof) == NULL || load_rlx(&s->prof)[i] == 0);
     if (unlikely(!heap_free_full(h, s, i))) double_free(fn, p);
     return;
   }
   if (!free_small(s, i)) double_free(fn, p);
+}
+
+/* entry_free found p at the start of slot i of s, but s is not one of
+ * h's spans on the fast path: another thread's block (the common case),
+ * or a span of h's own that is full or holds sampled slots. The
+ * double-free check is the push's.
+ *
+ * Only tail calls, so no stack frame: the cases are out of line. When it
+ * built a frame for all of them (six registers saved), a free in a span
+ * with records paid ~19 instructions for it: in sampled mode the owner's
+ * frees of the other slots of a span with a live sample
+ * (free_slot_tagged), ~8 a sample on bench-random at the default rate
+ * (its spans of 4-64 KiB blocks have few slots, and a sample keeps the
+ * others off the fast path while it lives). */
+void free_slot_slow(void *p, span_t *s, uintptr_t slot, int fn, heap_t *h) {
+  uint32_t i = (uint32_t)slot;
+  if (unlikely(s->kind != SPAN_SMALL)) {
+    free_slow(p, fn);
+    return;
+  }
+  /* tested here, so that the frees of spans without records (the frees
+   * of full spans, remote frees) do not pay for it */
+  if (unlikely(atomic_load_explicit(&s->prof, memory_order_relaxed) != NULL)) {
+    free_slot_prof(p, s, i, fn, h);
+    return;
+  }
+  free_slot_plain(p, s, i, fn, h);
 }
 
 size_t entry_usable_size(void *p) {

@@ -16,23 +16,6 @@
 #include "span.h"
 #include "../prof/prof_hook.h"
 
-/* Bit 0 of a slot's record (tctxs are 64-byte aligned): the slot's birth
- * time is kept (sample_record_timed), so that a free looks for it without
- * reading the span's prof_births. */
-#define SAMPLE_TIMED ((sample_slot_t)1)
-static inline void *sample_tctx(sample_slot_t r) {
-  return (void *)(uintptr_t)(r & (((uint64_t)1 << SAMPLE_SIZE_SHIFT) - 1) &
-                             ~(SAMPLE_TIMED | SAMPLE_COUNTED));
-}
-static inline size_t sample_size(sample_slot_t r) {
-  return (size_t)(r >> SAMPLE_SIZE_SHIFT);
-}
-
-/* The birth times of small span s's slots (s->prof_births). */
-static inline sample_slot_t *sample_births(span_t *s) {
-  return atomic_load_explicit(&s->prof, memory_order_acquire) + s->nslots;
-}
-
 /* Slot i's record in small span s, or NULL while nothing in s was sampled. */
 static _Atomic(sample_slot_t) *sample_slot(span_t *s, uint32_t i) {
   sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
@@ -92,12 +75,7 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
 }
 
 bool sample_release_rec(span_t *s, uint32_t i, const void *p, sample_slot_t v) {
-  store_rlx(sample_slot(s, i), 0);
-  uint64_t birth = 0;
-  if (unlikely(v & SAMPLE_TIMED)) /* sampled mode only */
-    birth = load_rlx((_Atomic(sample_slot_t) *)&sample_births(s)[i]);
-  if (v & SAMPLE_COUNTED) /* after the record is cleared: see span_unsampled */
-    atomic_fetch_sub_explicit(&s->prof_live, 1, memory_order_release);
+  uint64_t birth = sample_clear_rec(s, i, v);
   prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
   return v & SAMPLE_COUNTED;
 }

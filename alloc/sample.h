@@ -50,6 +50,36 @@ static inline bool sample_record_slot(span_t *s, uint32_t i, void *tctx, size_t 
             (uint64_t)size << SAMPLE_SIZE_SHIFT | (uintptr_t)tctx | c);
   return true;
 }
+/* Bit 0 of a slot's record (tctxs are 64-byte aligned): the slot's birth
+ * time is kept (sample_record_timed), so that a free looks for it without
+ * reading the span's prof_births. */
+#define SAMPLE_TIMED ((sample_slot_t)1)
+static inline void *sample_tctx(sample_slot_t r) {
+  return (void *)(uintptr_t)(r & (((uint64_t)1 << SAMPLE_SIZE_SHIFT) - 1) &
+                             ~(SAMPLE_TIMED | SAMPLE_COUNTED));
+}
+static inline size_t sample_size(sample_slot_t r) {
+  return (size_t)(r >> SAMPLE_SIZE_SHIFT);
+}
+/* The birth times of small span s's slots (s->prof_births). */
+static inline sample_slot_t *sample_births(span_t *s) {
+  return atomic_load_explicit(&s->prof, memory_order_acquire) + s->nslots;
+}
+/* The first half of a release: slot i's record v (not 0) in small span s
+ * is cleared (and no longer counted in prof_live). Returns its birth (0:
+ * untimed), for prof_sample_free, which the caller must call next
+ * (before the slot is freed, unless the caller is the span's owner: only
+ * it takes slots of its spans). */
+static inline uint64_t sample_clear_rec(span_t *s, uint32_t i, sample_slot_t v) {
+  sample_slot_t *ps = atomic_load_explicit(&s->prof, memory_order_acquire);
+  store_rlx((_Atomic(sample_slot_t) *)&ps[i], 0);
+  uint64_t birth = 0;
+  if (unlikely(v & SAMPLE_TIMED)) /* sampled mode only */
+    birth = load_rlx((_Atomic(sample_slot_t) *)&ps[s->nslots + i]);
+  if (v & SAMPLE_COUNTED) /* after the record is cleared: see span_unsampled */
+    atomic_fetch_sub_explicit(&s->prof_live, 1, memory_order_release);
+  return birth;
+}
 /* If p was sampled, forgets it and tells the profiler it is gone. Called
  * by the freeing thread, before the slot is freed. */
 void sample_release(span_t *s, void *p);
