@@ -4,7 +4,8 @@
 # nalloc sits in LD_PRELOAD (or /etc/ld.so.preload) for every process.
 #
 #   bench/startup.sh [LIBNALLOC] [N]
-#   BASE=/path/to/older/libnalloc.so bench/startup.sh ...   adds a row for it
+#   BASE=/path/to/older/libnalloc.so bench/startup.sh ...   adds rows for it
+#                                      (unprofiled and prof:true)
 #
 # For glibc, nalloc, nalloc with prof:true and each peer installed: the
 # time per process of /bin/true and of `cat` on a small file, started N
@@ -41,7 +42,8 @@ names=(glibc nalloc "nalloc prof:true")
 preload=("" "$lib" "$lib")
 conf=("" "" "prof:true")
 if [ -n "${BASE:-}" ]; then
-  names+=("nalloc (BASE)"); preload+=("$(readlink -f "$BASE")"); conf+=("")
+  names+=("nalloc (BASE)" "nalloc (BASE) prof:true")
+  preload+=("$(readlink -f "$BASE")" "$(readlink -f "$BASE")"); conf+=("" "prof:true")
 fi
 for peer in "jemalloc libjemalloc.so.2" "tcmalloc libtcmalloc_minimal.so.4" \
             "mimalloc libmimalloc.so.2"; do

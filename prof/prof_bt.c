@@ -22,19 +22,25 @@
  * only if the walk starts outside them (sigaltstack, coroutines):
  * pthread_getattr_np cannot be used because it calls malloc.
  *
- * libunwind is not linked: prof_bt_prime loads it (dlopen, RTLD_LOCAL)
- * when the profiler starts, so a process without prof:true never maps it
- * or its liblzma (start-up cost), and its _Unwind_* names never interpose
- * libgcc's for C++ exceptions. Until it is loaded (allocations sampled in
- * libraries initialised before nalloc's constructor), a stack the DWARF
- * rules cannot walk ends at the caller. */
+ * libunwind is not linked (dlopen, RTLD_LOCAL), so its _Unwind_* names
+ * never interpose libgcc's for C++ exceptions, and it is loaded only when
+ * a walk first needs it (bt_unw_get): with prof_unwind:dwarf that is the
+ * first frame the cached DWARF rules cannot express, which most processes
+ * never meet, so they never map it or its liblzma (the load was half the
+ * instructions and a third of the system calls of a prof:true start).
+ * prof_unwind:libunwind loads it when the profiler starts. Before the
+ * library constructor (allocations sampled in libraries initialised
+ * earlier), a stack the DWARF rules cannot walk ends at the caller. */
 #define _GNU_SOURCE /* pthread_getattr_np, gettid */
 #include "prof_internal.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef NALLOC_UNWIND_SONAME
@@ -44,6 +50,11 @@
 /* libunwind's unw_backtrace, once loaded */
 typedef int (*bt_unw_fn_t)(void **buf, int size);
 static _Atomic(bt_unw_fn_t) bt_unw_backtrace;
+/* The load: not tried, under way (inline or in the loader thread), tried
+ * (bt_unw_backtrace says whether it worked). */
+enum { BT_UNW_IDLE, BT_UNW_LOADING, BT_UNW_DONE };
+static _Atomic unsigned bt_unw_state;
+static _Atomic bool bt_unw_lazy; /* prof_bt_prime ran: loads on demand */
 
 static bool hexval(char c, unsigned *v) {
   if (c >= '0' && c <= '9') *v = (unsigned)(c - '0');
@@ -216,6 +227,9 @@ void prof_bt_postfork_parent(void) {
   nlock_postfork_parent(&exec_lock);
 }
 bool prof_bt_postfork_child(void) {
+  /* a load under way in the parent's loader thread never ends here */
+  unsigned loading = BT_UNW_LOADING;
+  atomic_compare_exchange_strong(&bt_unw_state, &loading, BT_UNW_IDLE);
   bool broken = prof_cfi_postfork_child();
   return nlock_postfork_child(&exec_lock) || broken;
 }
@@ -267,10 +281,16 @@ bt_fp(prof_tdata_t *td, const void *caller, const void *frame, void **out,
   return n;
 }
 
+static bt_unw_fn_t bt_unw_get(void *const *walked, unsigned n);
+
+/* libunwind's stack. `walked[0, n)`: the frames the DWARF rules walked
+ * before handing over (for bt_unw_get's safety check). */
 static NALLOC_NOINLINE unsigned bt_unw(const void *caller, void **out,
-                                       unsigned max) {
+                                       unsigned max, void *const *walked,
+                                       unsigned n_walked) {
   void *buf[PROF_DEPTH_MAX + PROF_SKIP_MAX];
   bt_unw_fn_t unw = atomic_load_explicit(&bt_unw_backtrace, memory_order_acquire);
+  if (unlikely(unw == NULL)) unw = bt_unw_get(walked, n_walked);
   if (unlikely(unw == NULL)) {
     out[0] = (void *)caller;
     return 1;
@@ -522,7 +542,7 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
 other:
   w->nwords = PROF_WALK_NONE;
   *hash = 0;
-  return bt_unw(caller, out, max);
+  return bt_unw(caller, out, max, out, n);
 }
 
 NALLOC_NOINLINE prof_tctx_t *prof_bt_walk_new(prof_tdata_t *td,
@@ -550,7 +570,7 @@ static NALLOC_NOINLINE prof_tctx_t *bt_other(prof_tdata_t *td,
   void *pcs[PROF_DEPTH_MAX];
   unsigned n = opt_prof_unwind == PROF_UNWIND_FP
                    ? bt_fp(td, caller, frame, pcs, opt_prof_depth)
-                   : bt_unw(caller, pcs, opt_prof_depth);
+                   : bt_unw(caller, pcs, opt_prof_depth, NULL, 0);
   return prof_tctx_lookup(td, pcs, n);
 }
 
@@ -574,37 +594,143 @@ NALLOC_NO_ASAN prof_tctx_t *prof_bt_tctx_slow(prof_tdata_t *td,
   return t;
 }
 
-/* Loads libunwind (from the library constructor: malloc works, and the
- * loader may be entered). Its allocations are nalloc's, not the program's. */
+/* Loads libunwind. Its allocations are nalloc's, not the program's. */
 static void bt_unw_load(void) {
-  void *h = dlopen(NALLOC_UNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
-  void *f = h != NULL ? dlsym(h, "unw_backtrace") : NULL;
-  if (f == NULL) {
-    const char *why = dlerror();
-    nalloc_log("prof: cannot load %s (%s): stacks the DWARF rules cannot walk end at "
-               "the caller", NALLOC_UNWIND_SONAME, why != NULL ? why : "no unw_backtrace");
-    return;
-  }
-  bt_unw_fn_t fn;
-  memcpy(&fn, &f, sizeof fn); /* a data pointer to a function pointer */
-  atomic_store_explicit(&bt_unw_backtrace, fn, memory_order_release);
-}
-
-/* Loads libunwind when the profiler starts, and only that: its global
- * set-up (memory pool, address-validation pipe, signal-masked locks) and
- * the executable-mapping table are built by the first walk that needs
- * them, so a short process that never samples (a shell, sed, cat in a
- * build) does not pay for them: prof:true /bin/true went from 91 to 65
- * system calls and from 475,834 to 337,590 instructions. The load itself
- * stays here: a dlopen from inside malloc would make malloc wait for the
- * loader's lock, which a library constructor holds while it may wait for
- * a lock the allocating thread holds. */
-void prof_bt_prime(void) {
   tsd_t *tsd = tsd_get();
   tsd->reentrant++;
   prof_loader_enter();
-  bt_unw_load();
+  void *h = dlopen(NALLOC_UNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
+  void *f = h != NULL ? dlsym(h, "unw_backtrace") : NULL;
+  const char *why = f == NULL ? dlerror() : NULL;
   prof_loader_exit();
   tsd->reentrant--;
+  if (f == NULL) {
+    nalloc_log("prof: cannot load %s (%s): stacks the DWARF rules cannot walk end at "
+               "the caller", NALLOC_UNWIND_SONAME, why != NULL ? why : "no unw_backtrace");
+  } else {
+    bt_unw_fn_t fn;
+    memcpy(&fn, &f, sizeof fn); /* a data pointer to a function pointer */
+    atomic_store_explicit(&bt_unw_backtrace, fn, memory_order_release);
+  }
+  atomic_store_explicit(&bt_unw_state, BT_UNW_DONE, memory_order_release);
 }
 
+static void *bt_unw_loader(void *arg) {
+  (void)arg;
+  bt_unw_load();
+  return NULL;
+}
+
+/* Is pc in the dynamic loader (ld.so)? Its ELF header and program headers
+ * are mapped at AT_BASE; read in place, no loader call. */
+static bool bt_in_ldso(uintptr_t pc) {
+  uintptr_t base = (uintptr_t)getauxval(AT_BASE);
+  if (base == 0) return false;
+  const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+  for (unsigned i = 0; i < eh->e_phnum; i++)
+    if (ph[i].p_type == PT_LOAD && pc - (base + ph[i].p_vaddr) < ph[i].p_memsz)
+      return true;
+  return false;
+}
+
+/* The number of threads of the process (/proc/self/status), 0 if
+ * unknown. Read with open/read into a stack buffer: no malloc. */
+static unsigned bt_threads(void) {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  size_t have = 0;
+  ssize_t r;
+  while (have < sizeof buf - 1 &&
+         ((r = read(fd, buf + have, sizeof buf - 1 - have)) > 0 ||
+          (r < 0 && errno == EINTR)))
+    if (r > 0) have += (size_t)r;
+  close(fd);
+  buf[have] = '\0';
+  static const char key[] = "\nThreads:";
+  const char *t = memmem(buf, have, key, sizeof key - 1);
+  if (t == NULL) return 0;
+  t += sizeof key - 1;
+  while (*t == ' ' || *t == '\t') t++;
+  unsigned n = 0;
+  while (*t >= '0' && *t <= '9' && n < 1000000) n = n * 10 + (unsigned)(*t++ - '0');
+  return n;
+}
+
+/* May this thread dlopen right here, inside malloc? Only if no other
+ * thread exists (none can hold the loader's lock, or a lock of the
+ * program's that a library constructor run by the load would wait for)
+ * and this thread is not the loader itself allocating mid-dlopen, with
+ * the link map half built: ld.so calls malloc directly, so that shows as
+ * a frame of ld.so among the walked ones. A library constructor of the
+ * program's may be on the stack further out: a dlopen from a constructor
+ * is allowed. (__libc_single_threaded and _r_debug.r_state would say as
+ * much without a system call, but each imported symbol costs every
+ * process a lookup at start: +2.8k instructions a /bin/true.) */
+static bool bt_unw_inline_safe(void *const *walked, unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    if (bt_in_ldso((uintptr_t)walked[i])) return false;
+  return bt_threads() == 1;
+}
+
+/* The first walk that needs libunwind loads it: inline when that is safe
+ * (bt_unw_inline_safe: a single-threaded program, the usual case), else
+ * in a loader thread of nalloc's, which this walk waits for. That wait is
+ * bounded: the load waits for the loader's lock, and a thread holding it
+ * may be running a library constructor that waits for a lock this thread
+ * holds. Only then (a wait of BT_UNW_WAIT_NS) does this one stack end at
+ * the caller, as any stack does where libunwind cannot be loaded; the
+ * load goes on, and later walks have it. */
+#define BT_UNW_WAIT_NS 2000000000ull
+static NALLOC_NOINLINE bt_unw_fn_t bt_unw_get(void *const *walked, unsigned n) {
+  if (!atomic_load_explicit(&bt_unw_lazy, memory_order_acquire)) return NULL;
+  unsigned st = BT_UNW_IDLE;
+  if (atomic_compare_exchange_strong(&bt_unw_state, &st, BT_UNW_LOADING)) {
+    if (bt_unw_inline_safe(walked, n)) {
+      bt_unw_load();
+    } else {
+      int err = prof_helper_thread(bt_unw_loader, "nalloc-prof-unw");
+      if (err != 0) {
+        nalloc_log("prof: no thread to load %s (errno %d): stacks the DWARF rules "
+                   "cannot walk end at the caller", NALLOC_UNWIND_SONAME, err);
+        atomic_store_explicit(&bt_unw_state, BT_UNW_DONE, memory_order_release);
+      }
+    }
+    st = atomic_load_explicit(&bt_unw_state, memory_order_acquire);
+  }
+  if (st == BT_UNW_LOADING) {
+    uint64_t t0 = nalloc_now_ns();
+    while (atomic_load_explicit(&bt_unw_state, memory_order_acquire) == BT_UNW_LOADING) {
+      if (nalloc_now_ns() - t0 > BT_UNW_WAIT_NS) {
+        static _Atomic bool said;
+        if (!atomic_exchange(&said, true))
+          nalloc_log("prof: loading %s takes over %llu ms (the loader's lock is held): "
+                     "a stack the DWARF rules cannot walk ends at the caller",
+                     NALLOC_UNWIND_SONAME, BT_UNW_WAIT_NS / 1000000);
+        return NULL;
+      }
+      struct timespec ts = {0, 100000}; /* 0.1 ms: ~1% of a load */
+      nanosleep(&ts, NULL);
+    }
+  }
+  return atomic_load_explicit(&bt_unw_backtrace, memory_order_acquire);
+}
+
+/* When the profiler starts (the library constructor), libunwind is loaded
+ * only for prof_unwind:libunwind, which needs it for every stack. With
+ * dwarf, from now on the first walk that needs it loads it (bt_unw_get):
+ * before this point (the loader still relocating and initialising
+ * libraries) no load is tried. Loading it here cost every prof:true
+ * process ~170k instructions and 24 system calls: a /bin/true took
+ * 335,429 instructions and 65 calls, now 165,473 and 41 (unprofiled
+ * 158,316 and 41; callgrind, strace -f). libunwind's global set-up (memory pool,
+ * address-validation pipe, signal-masked locks) and the executable-mapping
+ * table are built by the first walk that needs them. */
+void prof_bt_prime(void) {
+  if (opt_prof_unwind == PROF_UNWIND_LIBUNWIND) {
+    atomic_store_explicit(&bt_unw_state, BT_UNW_LOADING, memory_order_relaxed);
+    bt_unw_load();
+  }
+  atomic_store_explicit(&bt_unw_lazy, true, memory_order_release);
+}

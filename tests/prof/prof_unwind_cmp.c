@@ -530,7 +530,14 @@ NOINL void sfx_vla_top(void) {
   __asm__ volatile("");
 }
 
+/* PROF_UNWIND_CMP_SIG_FIRST set: the first stack the DWARF rules hand to
+ * libunwind is a signal handler's, taken while a second thread exists, so
+ * libunwind is loaded on demand by nalloc's loader thread while the
+ * handler's malloc waits (prof_bt.c, bt_unw_get). */
+static bool sig_first;
+
 NOINL void run_all(void) {
+  if (sig_first && base == 0) sig_raiser();
   for (int d = 1; d <= REC_MAX; d++) rec(d, SZ(S_REC + d - 1) + base);
   for (int d = 1; d <= MIX_MAX; d++) rec_mix(d, SZ(S_MIX + d - 1) + base);
   /* Cut at prof_depth, the stack has only rec frames: the same stack in
@@ -602,7 +609,38 @@ void *thread_main(void *arg) {
   return NULL;
 }
 
+/* Is libunwind mapped? Read from /proc/self/maps without allocating:
+ * the profile of both runs must hold the same allocations. */
+static bool unw_mapped(void) {
+  static char maps[1 << 20];
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  CHECK(fd >= 0);
+  size_t n = 0;
+  ssize_t r;
+  while (n < sizeof maps - 1 && (r = read(fd, maps + n, sizeof maps - 1 - n)) != 0) {
+    CHECK(r > 0 || errno == EINTR);
+    if (r > 0) n += (size_t)r;
+  }
+  close(fd);
+  maps[n] = '\0';
+  return strstr(maps, "/libunwind.so.8") != NULL;
+}
+
+/* A thread that only waits, so that the process is not single-threaded. */
+static int park_fd[2];
+static void *park_main(void *arg) {
+  (void)arg;
+  char c;
+  while (read(park_fd[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  return NULL;
+}
+
 NOINL int child_main(const char *unwind, const char *path) {
+  /* libunwind is loaded when the profiler starts only for
+   * prof_unwind:libunwind; dwarf loads it at the first stack that needs
+   * it (none yet) */
+  CHECK(unw_mapped() == (strcmp(unwind, "libunwind") == 0));
   const char *got = NULL;
   size_t sz = sizeof got;
   CHECK(nalloc_ctl("opt.prof_unwind", &got, &sz, NULL, 0) == 0);
@@ -624,7 +662,24 @@ NOINL int child_main(const char *unwind, const char *path) {
   sa.sa_flags = SA_ONSTACK;
   CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
 
+  pthread_t park;
+  sig_first = getenv("PROF_UNWIND_CMP_SIG_FIRST") != NULL;
+  if (sig_first) {
+    /* not sampled: glibc sizes the thread's TLS vector by the modules
+     * loaded, and libunwind is one of them only in the libunwind run */
+    bool off = false, on = true;
+    CHECK(nalloc_ctl("thread.prof.active", NULL, NULL, &off, sizeof off) == 0);
+    CHECK(pipe(park_fd) == 0);
+    CHECK(pthread_create(&park, NULL, park_main, NULL) == 0);
+    CHECK(nalloc_ctl("thread.prof.active", NULL, NULL, &on, sizeof on) == 0);
+  }
   run_all();
+  /* run_all has stacks the DWARF rules cannot walk */
+  if (strcmp(unwind, "fp") != 0) CHECK(unw_mapped());
+  if (sig_first) {
+    CHECK(close(park_fd[1]) == 0);
+    CHECK(pthread_join(park, NULL) == 0);
+  }
   /* Two threads one after the other: the second one's tdata is the
    * first one's, reused with only its head zeroed (prof_mem_alloc_head),
    * so its walk caches start out holding the first thread's words. */
