@@ -679,9 +679,10 @@ static bool bt_unw_inline_safe(void *const *walked, unsigned n) {
  * in a loader thread of nalloc's, which this walk waits for. That wait is
  * bounded: the load waits for the loader's lock, and a thread holding it
  * may be running a library constructor that waits for a lock this thread
- * holds. Only then (a wait of BT_UNW_WAIT_NS) does this one stack end at
- * the caller, as any stack does where libunwind cannot be loaded; the
- * load goes on, and later walks have it. */
+ * holds. Only then (a wait of BT_UNW_WAIT_NS) does this stack end at the
+ * caller, as any stack does where libunwind cannot be loaded, and so do
+ * the stacks that need it until the load, which goes on, is done: no
+ * other walk waits. */
 #define BT_UNW_WAIT_NS 2000000000ull
 static NALLOC_NOINLINE bt_unw_fn_t bt_unw_get(void *const *walked, unsigned n) {
   if (!atomic_load_explicit(&bt_unw_lazy, memory_order_acquire)) return NULL;
@@ -699,15 +700,18 @@ static NALLOC_NOINLINE bt_unw_fn_t bt_unw_get(void *const *walked, unsigned n) {
     }
     st = atomic_load_explicit(&bt_unw_state, memory_order_acquire);
   }
-  if (st == BT_UNW_LOADING) {
+  /* once a wait has timed out, later walks do not wait while the load is
+   * still under way (the thread that holds the loader's lock may be
+   * waiting for this one again) */
+  static _Atomic bool timed_out;
+  if (st == BT_UNW_LOADING && !atomic_load_explicit(&timed_out, memory_order_relaxed)) {
     uint64_t t0 = nalloc_now_ns();
     while (atomic_load_explicit(&bt_unw_state, memory_order_acquire) == BT_UNW_LOADING) {
       if (nalloc_now_ns() - t0 > BT_UNW_WAIT_NS) {
-        static _Atomic bool said;
-        if (!atomic_exchange(&said, true))
+        if (!atomic_exchange(&timed_out, true))
           nalloc_log("prof: loading %s takes over %llu ms (the loader's lock is held): "
-                     "a stack the DWARF rules cannot walk ends at the caller",
-                     NALLOC_UNWIND_SONAME, BT_UNW_WAIT_NS / 1000000);
+                     "a stack the DWARF rules cannot walk ends at the caller until it is "
+                     "loaded", NALLOC_UNWIND_SONAME, BT_UNW_WAIT_NS / 1000000);
         return NULL;
       }
       struct timespec ts = {0, 100000}; /* 0.1 ms: ~1% of a load */
