@@ -44,26 +44,22 @@ static size_t rss_bytes(void) {
   return res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static size_t metadata(void) {
+/* A statistic (stats.metadata, stats.resident) of a fresh epoch. */
+static size_t stat_now(const char *name) {
   uint64_t e = 1;
   CHECK(nalloc_ctl("epoch", NULL, NULL, &e, sizeof e) == 0);
-  size_t m, len = sizeof m;
-  CHECK(nalloc_ctl("stats.metadata", &m, &len, NULL, 0) == 0);
-  return m;
+  size_t v, len = sizeof v;
+  CHECK(nalloc_ctl(name, &v, &len, NULL, 0) == 0);
+  return v;
 }
+
+static size_t metadata(void) { return stat_now("stats.metadata"); }
+static size_t resident(void) { return stat_now("stats.resident"); }
 
 static long minflt(void) {
   struct rusage ru;
   CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
   return ru.ru_minflt;
-}
-
-static size_t resident(void) {
-  uint64_t e = 1;
-  CHECK(nalloc_ctl("epoch", NULL, NULL, &e, sizeof e) == 0);
-  size_t r, len = sizeof r;
-  CHECK(nalloc_ctl("stats.resident", &r, &len, NULL, 0) == 0);
-  return r;
 }
 
 NOINL static void fill(void) {
