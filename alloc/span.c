@@ -19,7 +19,7 @@ span_t span_none = {.nwords = 1, .cursor = span_none.bits, .bits = {[SPAN_RBITS]
 /* Records are type-stable: an arena keeps the records of the spans it
  * took back for its next spans (a stale pointer from a racing double free
  * can only ever reach a span record). */
-#define SPAN_REC_BYTES (sizeof(span_t) + 2 * SPAN_MAX_WORDS * sizeof(uint64_t))
+#define SPAN_REC_BYTES (offsetof(span_t, bits) + (SPAN_RBITS + SPAN_MAX_WORDS) * sizeof(uint64_t))
 
 static span_t *rec_new(arena_t *a) {
   span_t *s = a->small_recs;
@@ -101,6 +101,7 @@ span_t *span_create(arena_t *a, unsigned cls, size_t npages) {
   s->kind = SPAN_SMALL;
   s->cls = (uint8_t)cls;
   s->slot_size = sc->size;
+  s->pop_size = sc->size;
   s->div_mul = sc->div_mul;
   s->nslots = (uint16_t)nslots;
   s->nwords = (uint8_t)nwords;

@@ -79,7 +79,7 @@ static NALLOC_ALWAYS_INLINE void *span_take(span_t *s, uint64_t b) {
   s->nmalloc++;
   /* a 32-bit product (below 64 * SC_SMALL_MAX): imul takes slot_size from
    * memory, one instruction fewer than a 64-bit one */
-  uintptr_t p = s->wbase + (uint32_t)((uint32_t)ctz64(b) * s->slot_size);
+  uintptr_t p = s->wbase + (uint32_t)((uint32_t)ctz64(b) * s->pop_size);
   if (p == 0) __builtin_unreachable(); /* spans never start at 0: no NULL test */
   return (void *)p;
 }

@@ -102,9 +102,6 @@ typedef struct span_s {
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
    * statistics read them racily (arena_stats). */
-  uint16_t used;           /* slots allocated; remote frees not yet
-                              collected still count (at most nslots + 1:
-                              the current span's phantom) */
   uint16_t nslots;         /* SPAN_SMALL */
   uint8_t nwords;          /* SPAN_SMALL: at most SPAN_MAX_WORDS */
   _Atomic uint8_t notify;  /* SN_* */
@@ -114,12 +111,6 @@ typedef struct span_s {
    * a thread that frees only its own blocks never reads the remote
    * bitmap's line (larson -t 1: 0.49 of free's 1.57 L1 misses a free). */
   _Atomic uint8_t rpending;
-  /* The word of `bits` where pop looks first: a pointer, not an index,
-   * so that malloc's fast path reads it with one load and no address
-   * arithmetic (one instruction a malloc). */
-  _Atomic uint64_t *cursor;
-  uintptr_t wbase;         /* address of the cursor word's first slot */
-  uint64_t nmalloc;        /* slots handed out since the span was made */
 
   /* Line 1 on: the rest. */
   size_t npages;
@@ -182,9 +173,20 @@ typedef struct span_s {
    * freed by other threads, set with fetch_or, collected by the owner),
    * at a fixed offset so free finds it with one load. Records of other
    * kinds have no bitmaps. */
-  _Alignas(CACHELINE) _Atomic uint64_t bits[];
+  /* The word of `bits` where pop looks first: a pointer, not an index,
+   * so that malloc's fast path reads it with one load and no address
+   * arithmetic (one instruction a malloc). */
+  _Alignas(CACHELINE) _Atomic uint64_t *cursor;
+  uintptr_t wbase;         /* address of the cursor word's first slot */
+  uint64_t nmalloc;        /* slots handed out since the span was made */
+  uint16_t used;           /* slots allocated; remote frees not yet
+                              collected still count (at most nslots + 1:
+                              the current span's phantom) */
+  uint32_t pop_size;       /* slot_size again, on the line malloc's pop
+                              reads (span_take) */
+  _Atomic uint64_t bits[];
 } span_t;
-#define SPAN_RBITS SPAN_MAX_WORDS
+#define SPAN_RBITS (SPAN_MAX_WORDS + 4)
 
 /* owner_fast of a span of owner h with live samples in sampled mode. */
 static inline struct heap_s *span_fast_tag(struct heap_s *h) {
@@ -383,7 +385,8 @@ _Static_assert(SC_NSMALL < 256, "a class fits in span_t.cls");
 _Static_assert(ARENAS_MAX <= 65536, "an arena index fits in span_t.arena");
 _Static_assert(SPAN_MAX_SLOTS + 1 <= UINT16_MAX, "span_t.used fits 16 bits");
 _Static_assert(offsetof(span_t, rpending) < CACHELINE &&
-                   offsetof(span_t, nmalloc) + 8 <= CACHELINE,
-               "free's and malloc's fast paths read one line of the span record");
+                   offsetof(span_t, bits) % CACHELINE == 32 &&
+                   offsetof(span_t, bits[SPAN_RBITS]) % CACHELINE == 0,
+               "span record lines");
 
 #endif
