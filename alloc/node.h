@@ -2,8 +2,9 @@
  * arenas belong to which node, and binding an arena's memory to its node.
  *
  * Arena i belongs to node i / node_arenas_per. A thread is bound at its
- * first allocation to an arena of the node of the CPU it runs on,
- * round-robin among that node's arenas. `numa_nodes:N` pretends N nodes,
+ * first allocation to an arena of the node of the CPU it runs on: the
+ * node's arena with the fewest threads (arena_pick, in arena.c; of
+ * node_pick_arena's round-robin pick it keeps only the node). `numa_nodes:N` pretends N nodes,
  * so the multi-node paths run (and are tested) on a one-node machine:
  * threads are then spread over the pretended nodes in turn, and each
  * pretended node's memory is bound to a real node. */
