@@ -37,6 +37,7 @@ bool node_boot(void);
  * no files read): once, under the boot lock (nalloc_boot_discover), before
  * a second thread picks an arena or anything reports nodes or arenas. */
 void node_discover(void);
+/* Arenas in all (1 before discovery); safe without the boot lock. */
 unsigned node_arena_count(void);
 unsigned node_of_arena(unsigned i);
 /* The first arena of arena i's node (i itself before discovery, when
