@@ -2,6 +2,7 @@
  * statistics and fork. The page heap itself is page_heap.c. */
 #include "arena.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "background.h"
@@ -45,6 +46,40 @@ arena_t *arena_get(unsigned i) {
     atomic_store_explicit(&arenas[i], a, memory_order_release);
   nlock_unlock(&arenas_lock);
   return a;
+}
+
+/* Arena j's thread count (an arena not made yet has none). */
+static unsigned arena_nthreads(unsigned j) {
+  arena_t *a = atomic_load_explicit(&arenas[j], memory_order_acquire);
+  return a ? atomic_load_explicit(&a->nthreads, memory_order_relaxed) : 0;
+}
+
+/* Of the arenas of the node node_pick_arena chose, the one with the
+ * fewest threads, the lowest index among equals. Threads that start one
+ * after another then take the same arena, and adopt the spans the last
+ * one left, hot in cache (round-robin sent each to the other arena, whose
+ * spans had gone cold, and kept both arenas' spans resident). The count
+ * is claimed with a compare-and-swap: threads that start together see
+ * each other's claims and spread as round-robin spread them. */
+arena_t *arena_pick(void) {
+  unsigned i = node_pick_arena(), node = node_of_arena(i);
+  for (;;) {
+    unsigned best = i, least = UINT_MAX;
+    for (unsigned j = node_first_arena(i); j < node_arena_count() && node_of_arena(j) == node;
+         j++) {
+      unsigned n = arena_nthreads(j);
+      if (n < least) {
+        least = n;
+        best = j;
+      }
+    }
+    arena_t *a = arena_get(best);
+    if (a == NULL) return NULL;
+    unsigned n = least == UINT_MAX ? 0 : least;
+    if (atomic_compare_exchange_strong_explicit(&a->nthreads, &n, n + 1, memory_order_relaxed,
+                                                memory_order_relaxed))
+      return a;
+  }
 }
 
 arena_t *arena_usable(arena_t *a) {

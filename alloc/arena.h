@@ -15,6 +15,9 @@ extern const ctl_table_t arena_ctl_table;
 
 /* Arena i, created on first use; NULL when out of memory. */
 arena_t *arena_get(unsigned i);
+/* The arena for a thread being set up (of node_pick_arena's node), its
+ * thread counted; NULL when out of memory. */
+arena_t *arena_pick(void);
 /* a, or in a fork child whose parent was interrupted inside a (a broken
  * arena) another arena, made for the purpose if need be. */
 arena_t *arena_usable(arena_t *a);

@@ -149,7 +149,11 @@ bool node_boot(void) {
   return false;
 }
 
-unsigned node_arena_count(void) { return node_total_arenas; }
+unsigned node_arena_count(void) {
+  /* a thread picking its arena (arena_pick) while another discovers */
+  if (!atomic_load_explicit(&node_ready, memory_order_acquire)) return 1; /* arena 0 */
+  return node_total_arenas;
+}
 
 unsigned node_first_arena(unsigned i) {
   if (!atomic_load_explicit(&node_ready, memory_order_acquire)) return i; /* arena 0 */

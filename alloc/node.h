@@ -2,8 +2,9 @@
  * arenas belong to which node, and binding an arena's memory to its node.
  *
  * Arena i belongs to node i / node_arenas_per. A thread is bound at its
- * first allocation to an arena of the node of the CPU it runs on,
- * round-robin among that node's arenas. `numa_nodes:N` pretends N nodes,
+ * first allocation to an arena of the node of the CPU it runs on: the
+ * node's arena with the fewest threads (arena_pick, in arena.c; of
+ * node_pick_arena's round-robin pick it keeps only the node). `numa_nodes:N` pretends N nodes,
  * so the multi-node paths run (and are tested) on a one-node machine:
  * threads are then spread over the pretended nodes in turn, and each
  * pretended node's memory is bound to a real node. */
@@ -36,6 +37,7 @@ bool node_boot(void);
  * no files read): once, under the boot lock (nalloc_boot_discover), before
  * a second thread picks an arena or anything reports nodes or arenas. */
 void node_discover(void);
+/* Arenas in all (1 before discovery); safe without the boot lock. */
 unsigned node_arena_count(void);
 unsigned node_of_arena(unsigned i);
 /* The first arena of arena i's node (i itself before discovery, when

@@ -65,14 +65,12 @@ void tsd_boot(tsd_t *tsd) {
     nalloc_boot_discover();
   tsd->state = TSD_NOMINAL;
   tsd->heap = &heap_none; /* nested mallocs below use the shared heap */
-  unsigned i = node_pick_arena();
-  arena_t *a = arena_get(i);
+  arena_t *a = arena_pick();
   if (a == NULL) {
-    i = 0;
     a = arena_get(0);
+    atomic_fetch_add_explicit(&a->nthreads, 1, memory_order_relaxed);
   }
-  tsd->arena = (uint16_t)i;
-  atomic_fetch_add_explicit(&a->nthreads, 1, memory_order_relaxed);
+  tsd->arena = (uint16_t)a->index;
   tsd->prof_countdown = opt_prof ? prof_next_wait(tsd) : INT64_MAX;
   /* The key's value may need calloc (keys past 32): by now a nested call
    * finds the thread nominal with no heap and uses the shared heap. */
