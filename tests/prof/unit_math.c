@@ -5,6 +5,8 @@
  *   error under 3e-16 for x outside [0.5, 1.5], under 5e-16 inside it
  *   (where ln(x) is small and the last roundings weigh more: 4.4e-16
  *   measured), what prof_math.c's header claims;
+ * - prof_ln_unit (the draw's ln, a shorter series) against log() over
+ *   the uniforms the draw feeds it: absolute error under 1e-12;
  * - prof_exp against exp() over [-708, 709]: relative error under 1e-13
  *   (the claim; the error grows with |x| through k*ln2);
  * - prof_draw_wait: the wait before the next sampled byte when each byte
@@ -81,6 +83,34 @@ static void check_ln(void) {
   CHECKF(worst[1] < 5e-16, "prof_ln relative error %.3g at %.17g (claim: < 5e-16 near 1)",
          worst[1], at[1]);
   CHECKF(prof_ln(0) < -1e300 && prof_ln(-1) < -1e300, "ln of x <= 0 must be very negative");
+}
+
+/* The draw's ln (prof_ln_unit) over its domain, the uniforms k 2^-53:
+ * absolute error, which is what moves a wait (w = ln(u) / ln(1-p): a
+ * wait of R bytes moves by R times it). */
+static void check_ln_unit(void) {
+  double worst = 0, at = 0;
+#define LNU_AT(u)                                              \
+  do {                                                         \
+    double e_ = fabs(prof_ln_unit(u) - log(u));                \
+    if (e_ > worst) worst = e_, at = (u);                      \
+  } while (0)
+  const double fixed[] = {0x1p-53, 1, 0.5, 0.7071067811865475, 0.7071067811865476,
+                          1 - 0x1p-53, 0x1.6a09e667f3bcdp-1, 0x1.6a09e667f3bccp-30};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) LNU_AT(fixed[i]);
+  for (int i = 0; i < 2000000; i++) {
+    /* what prof_draw_wait draws: (k + 1) 2^-53, k uniform on 53 bits */
+    double u = (double)(int64_t)((rnd() >> 11) + 1) * 0x1p-53;
+    LNU_AT(u);
+    /* and log-uniform down to 2^-53 */
+    double v = ldexp(1 + unif(), -1 - (int)(rnd() % 53));
+    LNU_AT(v);
+  }
+#undef LNU_AT
+  printf("prof_ln_unit: worst absolute error %.3g at %.17g\n", worst, at);
+  CHECKF(worst < 1e-12, "prof_ln_unit absolute error %.3g at %.17g (claim: < 1e-12)", worst,
+         at);
+  CHECKF(prof_ln_unit(1) == 0, "ln_unit(1) = %g", prof_ln_unit(1));
 }
 
 static void check_exp(void) {
@@ -245,6 +275,7 @@ static void check_invert(void) {
 
 int main(void) {
   check_ln();
+  check_ln_unit();
   check_exp();
   CHECKF(prof_draw_wait(&(uint64_t){1}, 0) == -1, "lg 0 must sample every request");
   const unsigned lgs[] = {1, 4, 10, 19, 30};
