@@ -15,6 +15,9 @@
  *   and a chi-square over 20 equiprobable buckets of the exact geometric
  *   distribution stays under the 1e-4 critical value (19 df: about 51); lg 0
  *   samples everything (-1);
+ * - prof_draw_wait against floor(ln(u) / ln(1-p)) computed with libm for
+ *   the same uniforms: within a byte (plus 1e-12 of the wait), and up
+ *   to R = 2^30 equal but for at most 1 in 1,000;
  * - prof_unbias_one against the jemalloc/pprof closed form: an object of
  *   s bytes sampled at mean interval R = 2^lg stands for 1/(1-exp(-s/R))
  *   objects and s/(1-exp(-s/R)) bytes (objects in 1/2^PROF_FP units);
@@ -185,6 +188,30 @@ static void check_wait(unsigned lg) {
   CHECKF(chi < crit, "lg %u: chi-square %.2f >= %.1f: not geometric", lg, chi, crit);
 }
 
+/* prof_draw_wait against the closed form floor(ln(u) / ln(1-p)) with
+ * libm, for the same uniforms u (its PRNG replayed here): each wait within
+ * a byte of it (the floor of a quotient that lands within its error of
+ * an integer) plus the draw's relative error, and up to 2^30 almost
+ * always equal. */
+static void check_wait_exact(unsigned lg) {
+  uint64_t state = 0x1234567 + lg, replay = state;
+  double l1p = log1p(-ldexp(1, -(int)lg));
+  int off = 0;
+  for (int i = 0; i < 200000; i++) {
+    int64_t w = prof_draw_wait(&state, lg);
+    double u = (double)(int64_t)((prof_prng_next(&replay) >> 11) + 1) * 0x1p-53;
+    double want = floor(log(u) / l1p);
+    if (want > 0x1p62) want = 0x1p62;
+    CHECKF(fabs((double)w - want) <= 1 + want * 1e-12, "lg %u: wait %lld, closed form %.17g",
+           lg, (long long)w, want);
+    off += (double)w != want;
+  }
+  /* the draw's ln is within 1e-12 (check_ln_unit): a wait of R bytes
+   * moves by up to R 1e-12 (with R = 2^40, half of them by a byte) */
+  printf("draw_wait lg %2u: %d of 200000 waits off the closed form\n", lg, off);
+  if (lg <= 30) CHECKF(off <= 200, "lg %u: %d waits off the closed form", lg, off);
+}
+
 static void check_unbias(void) {
   const double one = (double)(1u << PROF_FP);
   for (unsigned lg = 1; lg <= 30; lg++) {
@@ -280,6 +307,8 @@ int main(void) {
   CHECKF(prof_draw_wait(&(uint64_t){1}, 0) == -1, "lg 0 must sample every request");
   const unsigned lgs[] = {1, 4, 10, 19, 30};
   for (size_t i = 0; i < sizeof lgs / sizeof *lgs; i++) check_wait(lgs[i]);
+  const unsigned lgx[] = {1, 4, 10, 13, 14, 19, 30, 40};
+  for (size_t i = 0; i < sizeof lgx / sizeof *lgx; i++) check_wait_exact(lgx[i]);
   check_unbias();
   check_invert();
   printf("ok\n");
