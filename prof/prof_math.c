@@ -108,14 +108,12 @@ static double one_minus_exp_neg(double t) {
   return 1 - prof_exp(-t);
 }
 
-/* 2^-lg, lg <= PROF_LG_MAX, from its bits: exact, and a multiplication
- * by it is exactly a division by 2^lg. Here and below the conversions go
- * through int64_t (every value fits): an unsigned 64-bit conversion is ~8
- * instructions on x86-64, one of them a branch, where a signed one is one
- * (prof_unbias_one and prof_draw_wait run at every sampled malloc, and
- * prof_unbias_one at its free: ~45 instructions a sample on bench-random,
- * for the same results bit for bit). */
-static double pow2_neg(unsigned lg) { return prof_pow2_neg(lg); }
+/* 2^-lg comes from its bits (prof_pow2_neg, prof_internal.h). Here and
+ * there the conversions go through int64_t (every value fits): an
+ * unsigned 64-bit conversion is ~8 instructions on x86-64, one of them a
+ * branch, where a signed one is one (the unbias and prof_draw_wait run at
+ * every sampled malloc, and the unbias at its free: ~45 instructions a
+ * sample on bench-random, for the same results bit for bit). */
 
 /* splitmix64: tiny state, good enough statistics for sampling. */
 uint64_t prof_prng_next(uint64_t *state) {
@@ -136,7 +134,7 @@ int64_t prof_draw_wait(uint64_t *state, unsigned lg) {
   if (lg == 0) return -1;
   double u = (double)(int64_t)((prof_prng_next(state) >> 11) + 1) *
              (1.0 / 9007199254740992.0); /* (0, 1] */
-  double p = pow2_neg(lg);
+  double p = prof_pow2_neg(lg);
   double l1p = p < 1e-4 ? -(p + p * p * (0.5 + p / 3)) : prof_ln(1 - p);
   double w = ln_unit(u) / l1p;
   if (w > (double)((uint64_t)1 << 62)) return (int64_t)1 << 62;
@@ -160,7 +158,7 @@ void prof_unbias_one(size_t size, unsigned lg, uint64_t *uobjs,
     *ubytes = size;
     return;
   }
-  double t = (double)(int64_t)size * pow2_neg(lg);
+  double t = (double)(int64_t)size * prof_pow2_neg(lg);
   if (t <= 0.25) {
     prof_unbias_series(size, lg, t, uobjs, ubytes);
     return;
