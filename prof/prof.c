@@ -204,7 +204,7 @@ static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
 static void *sample_slow_busy(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
                               size_t size, unsigned *how) {
   if (t->bkt != td->want_bkt &&
-      (t = prof_tctx_bucket(td, t, td->want_bkt)) == NULL)
+      (t = prof_tctx_bucket_fast(td, t, td->want_bkt)) == NULL)
     return NULL;
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);
