@@ -166,13 +166,13 @@ static NALLOC_ALWAYS_INLINE void own_add_all(_Atomic uint64_t *a, const uint64_t
  * bytes, and when sampling their unbiased estimates (exact mode keeps
  * none). Returns the estimate of bytes in the heap, for the peak and
  * gdump totals. */
-static int64_t sample_counts(const prof_tctx_t *t, size_t size,
-                             uint64_t v[C_N]) {
+static NALLOC_ALWAYS_INLINE int64_t sample_counts(const prof_tctx_t *t, size_t size,
+                                                  uint64_t v[C_N]) {
   v[C_OBJS] = 1;
   v[C_BYTES] = size;
   v[C_UOBJS] = v[C_UBYTES] = 0;
   if (t->lg == 0) return (int64_t)size;
-  prof_unbias_one(size, t->lg, &v[C_UOBJS], &v[C_UBYTES]);
+  prof_unbias(size, t->lg, &v[C_UOBJS], &v[C_UBYTES]);
   return (int64_t)v[C_UBYTES];
 }
 
@@ -204,7 +204,7 @@ static NALLOC_NOINLINE prof_tdata_t *sample_setup(tsd_t *tsd, size_t size) {
 static void *sample_slow_busy(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
                               size_t size, unsigned *how) {
   if (t->bkt != td->want_bkt &&
-      (t = prof_tctx_bucket(td, t, td->want_bkt)) == NULL)
+      (t = prof_tctx_bucket_fast(td, t, td->want_bkt)) == NULL)
     return NULL;
   uint64_t v[C_N];
   int64_t est = sample_counts(t, size, v);

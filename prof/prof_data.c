@@ -37,12 +37,6 @@ static inline uint64_t bt_hash(void *const *pcs, unsigned n) {
   return prof_bt_hash_fin(h, n);
 }
 
-/* The owner's table is keyed by (stack, bucket, node); bucket 0 (exact
- * mode) on node 0 leaves the stack's hash as it is. */
-static inline uint64_t key_mix(unsigned bkt, unsigned node) {
-  return (uint64_t)bkt * 0xd6e8feb86659fd93ull ^
-         (uint64_t)node * 0x9fb21c651e98df25ull;
-}
 
 /* memcmp, not a loop: CPython's test suite walks stacks of ~120 frames
  * and found most of them in the table, so this compare was 10% of its
@@ -375,34 +369,22 @@ static void tctx_free(prof_tctx_t *t, bool fold) {
 
 /* ---- the owner's (stack, bucket) table ---------------------------------- */
 
-/* Open addressing, filled to at most 3/4. Each entry keeps the top bits of
- * its tctx's hash above the pointer (prof_mem's records are user addresses
- * of ADDR_BITS bits), so that a probe reads a tctx only when those agree:
- * at 3/4 a probe passes ~2.5 entries, and without the tag each one was a
- * tctx's line to read. Filled to 1/2 untagged, the table was 1 MiB of
- * CPython's tests' 16 MB of records (48k stacks, capacity 128k). */
-#define TAB_PTR (((uintptr_t)1 << ADDR_BITS) - 1)
-static inline uintptr_t tab_tag(uint64_t h) {
-  return (uintptr_t)(h >> ADDR_BITS) << ADDR_BITS;
-}
-static inline prof_tctx_t *tab_tctx(uintptr_t e) {
-  return (prof_tctx_t *)(e & TAB_PTR);
-}
+/* Open addressing, filled to at most 3/4 (entries: prof_tab_tag). */
 /* Whether a table of capacity cap holds n entries within its load. */
 static inline bool tab_fits(size_t n, size_t cap) { return 4 * n <= 3 * cap; }
 
 /* t's key in the table: its stack's hash mixed with its bucket and node
  * (not kept in t: the 8 bytes took an exact-mode tctx past 96). */
 static inline uint64_t tctx_hash(const prof_tctx_t *t) {
-  return t->gctx->hash ^ key_mix(t->bkt, t->node);
+  return t->gctx->hash ^ prof_key_mix(t->bkt, t->node);
 }
 
 static void tab_put(uintptr_t *tab, size_t cap, prof_tctx_t *t) {
-  nalloc_assert(((uintptr_t)t & ~TAB_PTR) == 0);
+  nalloc_assert(((uintptr_t)t & ~PROF_TAB_PTR) == 0);
   uint64_t h = tctx_hash(t);
   size_t j = h & (cap - 1);
   while (tab[j]) j = (j + 1) & (cap - 1);
-  tab[j] = (uintptr_t)t | tab_tag(h);
+  tab[j] = (uintptr_t)t | prof_tab_tag(h);
 }
 
 /* Builds a table of capacity `cap` (a power of two that fits the tctxs:
@@ -434,7 +416,7 @@ static bool tab_insert(prof_tdata_t *td, prof_tctx_t *t) {
     uintptr_t *nt = prof_mem_alloc(ncap * sizeof *nt, PM_TAB);
     if (nt == NULL) return false;
     for (size_t i = 0; i < td->tab_cap; i++)
-      if (td->tab[i] != 0) tab_put(nt, ncap, tab_tctx(td->tab[i]));
+      if (td->tab[i] != 0) tab_put(nt, ncap, prof_tab_tctx(td->tab[i]));
     prof_mem_free(td->tab, td->tab_cap * sizeof *td->tab, PM_TAB);
     td->tab = nt;
     td->tab_cap = ncap;
@@ -490,15 +472,15 @@ static prof_tctx_t *tctx_new(prof_tdata_t *td, prof_gctx_t *g, uint64_t h,
 static prof_tctx_t *tctx_find(prof_tdata_t *td, void **pcs, unsigned n,
                               uint64_t hs) {
   unsigned bkt = td->want_bkt;
-  uint64_t h = hs ^ key_mix(bkt, td->node);
+  uint64_t h = hs ^ prof_key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
-    uintptr_t tag = tab_tag(h);
+    uintptr_t tag = prof_tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
       uintptr_t e = td->tab[j];
       if (e == 0) break;
-      if ((e & ~TAB_PTR) != tag) continue;
-      prof_tctx_t *t = tab_tctx(e);
+      if ((e & ~PROF_TAB_PTR) != tag) continue;
+      prof_tctx_t *t = prof_tab_tctx(e);
       if (t->bkt == bkt && t->node == td->node && t->gctx->hash == hs &&
           bt_same(t->gctx, pcs, n))
         return t;
@@ -530,15 +512,15 @@ prof_tctx_t *prof_tctx_lookup(prof_tdata_t *td, void **pcs, unsigned n) {
 prof_tctx_t *prof_tctx_bucket(prof_tdata_t *td, prof_tctx_t *any,
                               unsigned bkt) {
   prof_gctx_t *g = any->gctx;
-  uint64_t h = g->hash ^ key_mix(bkt, td->node);
+  uint64_t h = g->hash ^ prof_key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
     size_t mask = td->tab_cap - 1;
-    uintptr_t tag = tab_tag(h);
+    uintptr_t tag = prof_tab_tag(h);
     for (size_t j = h & mask;; j = (j + 1) & mask) {
       uintptr_t e = td->tab[j];
       if (e == 0) break;
-      if ((e & ~TAB_PTR) != tag) continue;
-      prof_tctx_t *t = tab_tctx(e);
+      if ((e & ~PROF_TAB_PTR) != tag) continue;
+      prof_tctx_t *t = prof_tab_tctx(e);
       if (t->gctx == g && t->bkt == bkt && t->node == td->node) return t;
     }
   }

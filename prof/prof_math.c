@@ -44,6 +44,31 @@ double prof_ln(double x) {
   return 2 * sum + e * LN2;
 }
 
+/* ln(u) for u in [2^-53, 1] (the draw's uniform: normal, positive), for
+ * the wait between samples: prof_ln's reduction, without its checks, and
+ * its series to s^13/13 (the rest, 2 s^15/15 with |s| < 0.172, is under
+ * 5e-13, so a wait of R = 2^19 bytes moves by under 3e-7 bytes, and its
+ * whole bytes only when it is that close to an integer). prof_ln cost
+ * ~54 instructions at every sample (bench-random). */
+static inline double ln_unit(double u) {
+  uint64_t b;
+  memcpy(&b, &u, sizeof b);
+  int e = (int)(b >> 52) - 1023; /* sign bit clear */
+  b = (b & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+  double m;
+  memcpy(&m, &b, sizeof m);
+  if (m > 1.41421356237309504880) {
+    m *= 0.5;
+    e++;
+  }
+  double s = (m - 1) / (m + 1), s2 = s * s;
+  double sum = 1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (
+               1.0 / 9 + s2 * (1.0 / 11 + s2 * (1.0 / 13))))));
+  return 2 * s * sum + e * LN2;
+}
+
+double prof_ln_unit(double u) { return ln_unit(u); }
+
 /* exp(x): x = k ln2 + r, |r| <= ln2/2, Taylor series for e^r, times 2^k. */
 double prof_exp(double x) {
   if (x < -708) return 0;
@@ -83,19 +108,12 @@ static double one_minus_exp_neg(double t) {
   return 1 - prof_exp(-t);
 }
 
-/* 2^-lg, lg <= PROF_LG_MAX, from its bits: exact, and a multiplication
- * by it is exactly a division by 2^lg. Here and below the conversions go
- * through int64_t (every value fits): an unsigned 64-bit conversion is ~8
- * instructions on x86-64, one of them a branch, where a signed one is one
- * (prof_unbias_one and prof_draw_wait run at every sampled malloc, and
- * prof_unbias_one at its free: ~45 instructions a sample on bench-random,
- * for the same results bit for bit). */
-static double pow2_neg(unsigned lg) {
-  uint64_t b = (uint64_t)(1023 - lg) << 52;
-  double d;
-  memcpy(&d, &b, sizeof d);
-  return d;
-}
+/* 2^-lg comes from its bits (prof_pow2_neg, prof_internal.h). Here and
+ * there the conversions go through int64_t (every value fits): an
+ * unsigned 64-bit conversion is ~8 instructions on x86-64, one of them a
+ * branch, where a signed one is one (the unbias and prof_draw_wait run at
+ * every sampled malloc, and the unbias at its free: ~45 instructions a
+ * sample on bench-random, for the same results bit for bit). */
 
 /* splitmix64: tiny state, good enough statistics for sampling. */
 uint64_t prof_prng_next(uint64_t *state) {
@@ -116,9 +134,9 @@ int64_t prof_draw_wait(uint64_t *state, unsigned lg) {
   if (lg == 0) return -1;
   double u = (double)(int64_t)((prof_prng_next(state) >> 11) + 1) *
              (1.0 / 9007199254740992.0); /* (0, 1] */
-  double p = pow2_neg(lg);
+  double p = prof_pow2_neg(lg);
   double l1p = p < 1e-4 ? -(p + p * p * (0.5 + p / 3)) : prof_ln(1 - p);
-  double w = prof_ln(u) / l1p;
+  double w = ln_unit(u) / l1p;
   if (w > (double)((uint64_t)1 << 62)) return (int64_t)1 << 62;
   return (int64_t)w;
 }
@@ -140,23 +158,14 @@ void prof_unbias_one(size_t size, unsigned lg, uint64_t *uobjs,
     *ubytes = size;
     return;
   }
-  double R = (double)((int64_t)1 << lg), t = (double)(int64_t)size * pow2_neg(lg);
-  double c, s;
+  double t = (double)(int64_t)size * prof_pow2_neg(lg);
   if (t <= 0.25) {
-    double t2 = t * t;
-    double b = 1 + 0.5 * t +
-               t2 * (1.0 / 12 - t2 * (1.0 / 720 - t2 * (1.0 / 30240 - t2 * (
-               1.0 / 1209600 - t2 * (1.0 / 47900160)))));
-    s = R * b;
-    c = (double)((uint64_t)1 << PROF_FP) * s / (double)(int64_t)size;
-  } else {
-    double inv = 1 / one_minus_exp_neg(t); /* one division for both */
-    c = (double)((uint64_t)1 << PROF_FP) * inv;
-    s = (double)(int64_t)size * inv;
+    prof_unbias_series(size, lg, t, uobjs, ubytes);
+    return;
   }
-  const double cap = 1125899906842624.0; /* 2^50: no overflow in sums */
-  *uobjs = (uint64_t)(int64_t)(c > cap ? cap : c + 0.5);
-  *ubytes = (uint64_t)(int64_t)(s > cap ? cap : s + 0.5);
+  double inv = 1 / one_minus_exp_neg(t); /* one division for both */
+  prof_unbias_round((double)((uint64_t)1 << PROF_FP) * inv, (double)(int64_t)size * inv,
+                    uobjs, ubytes);
 }
 
 /* The readers (google-pprof, jeprof, Go pprof) multiply each line's count

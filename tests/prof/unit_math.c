@@ -5,6 +5,8 @@
  *   error under 3e-16 for x outside [0.5, 1.5], under 5e-16 inside it
  *   (where ln(x) is small and the last roundings weigh more: 4.4e-16
  *   measured), what prof_math.c's header claims;
+ * - prof_ln_unit (the draw's ln, a shorter series) against log() over
+ *   the uniforms the draw feeds it: absolute error under 1e-12;
  * - prof_exp against exp() over [-708, 709]: relative error under 1e-13
  *   (the claim; the error grows with |x| through k*ln2);
  * - prof_draw_wait: the wait before the next sampled byte when each byte
@@ -13,6 +15,9 @@
  *   and a chi-square over 20 equiprobable buckets of the exact geometric
  *   distribution stays under the 1e-4 critical value (19 df: about 51); lg 0
  *   samples everything (-1);
+ * - prof_draw_wait against floor(ln(u) / ln(1-p)) computed with libm for
+ *   the same uniforms: within a byte (plus 1e-12 of the wait), and up
+ *   to R = 2^30 equal but for at most 1 in 1,000;
  * - prof_unbias_one against the jemalloc/pprof closed form: an object of
  *   s bytes sampled at mean interval R = 2^lg stands for 1/(1-exp(-s/R))
  *   objects and s/(1-exp(-s/R)) bytes (objects in 1/2^PROF_FP units);
@@ -81,6 +86,34 @@ static void check_ln(void) {
   CHECKF(worst[1] < 5e-16, "prof_ln relative error %.3g at %.17g (claim: < 5e-16 near 1)",
          worst[1], at[1]);
   CHECKF(prof_ln(0) < -1e300 && prof_ln(-1) < -1e300, "ln of x <= 0 must be very negative");
+}
+
+/* The draw's ln (prof_ln_unit) over its domain, the uniforms k 2^-53:
+ * absolute error, which is what moves a wait (w = ln(u) / ln(1-p): a
+ * wait of R bytes moves by R times it). */
+static void check_ln_unit(void) {
+  double worst = 0, at = 0;
+#define LNU_AT(u)                                              \
+  do {                                                         \
+    double e_ = fabs(prof_ln_unit(u) - log(u));                \
+    if (e_ > worst) worst = e_, at = (u);                      \
+  } while (0)
+  const double fixed[] = {0x1p-53, 1, 0.5, 0.7071067811865475, 0.7071067811865476,
+                          1 - 0x1p-53, 0x1.6a09e667f3bcdp-1, 0x1.6a09e667f3bccp-30};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) LNU_AT(fixed[i]);
+  for (int i = 0; i < 2000000; i++) {
+    /* what prof_draw_wait draws: (k + 1) 2^-53, k uniform on 53 bits */
+    double u = (double)(int64_t)((rnd() >> 11) + 1) * 0x1p-53;
+    LNU_AT(u);
+    /* and log-uniform down to 2^-53 */
+    double v = ldexp(1 + unif(), -1 - (int)(rnd() % 53));
+    LNU_AT(v);
+  }
+#undef LNU_AT
+  printf("prof_ln_unit: worst absolute error %.3g at %.17g\n", worst, at);
+  CHECKF(worst < 1e-12, "prof_ln_unit absolute error %.3g at %.17g (claim: < 1e-12)", worst,
+         at);
+  CHECKF(prof_ln_unit(1) == 0, "ln_unit(1) = %g", prof_ln_unit(1));
 }
 
 static void check_exp(void) {
@@ -153,6 +186,30 @@ static void check_wait(unsigned lg) {
   CHECKF(fabs(mean - want) < 5 * sd, "lg %u: mean wait %.6g, want %.6g +- %.3g", lg, mean,
          want, 5 * sd);
   CHECKF(chi < crit, "lg %u: chi-square %.2f >= %.1f: not geometric", lg, chi, crit);
+}
+
+/* prof_draw_wait against the closed form floor(ln(u) / ln(1-p)) with
+ * libm, for the same uniforms u (its PRNG replayed here): each wait within
+ * a byte of it (the floor of a quotient that lands within its error of
+ * an integer) plus the draw's relative error, and up to 2^30 almost
+ * always equal. */
+static void check_wait_exact(unsigned lg) {
+  uint64_t state = 0x1234567 + lg, replay = state;
+  double l1p = log1p(-ldexp(1, -(int)lg));
+  int off = 0;
+  for (int i = 0; i < 200000; i++) {
+    int64_t w = prof_draw_wait(&state, lg);
+    double u = (double)(int64_t)((prof_prng_next(&replay) >> 11) + 1) * 0x1p-53;
+    double want = floor(log(u) / l1p);
+    if (want > 0x1p62) want = 0x1p62;
+    CHECKF(fabs((double)w - want) <= 1 + want * 1e-12, "lg %u: wait %lld, closed form %.17g",
+           lg, (long long)w, want);
+    off += (double)w != want;
+  }
+  /* the draw's ln is within 1e-12 (check_ln_unit): a wait of R bytes
+   * moves by up to R 1e-12 (with R = 2^40, half of them by a byte) */
+  printf("draw_wait lg %2u: %d of 200000 waits off the closed form\n", lg, off);
+  if (lg <= 30) CHECKF(off <= 200, "lg %u: %d waits off the closed form", lg, off);
 }
 
 static void check_unbias(void) {
@@ -245,10 +302,13 @@ static void check_invert(void) {
 
 int main(void) {
   check_ln();
+  check_ln_unit();
   check_exp();
   CHECKF(prof_draw_wait(&(uint64_t){1}, 0) == -1, "lg 0 must sample every request");
   const unsigned lgs[] = {1, 4, 10, 19, 30};
   for (size_t i = 0; i < sizeof lgs / sizeof *lgs; i++) check_wait(lgs[i]);
+  const unsigned lgx[] = {1, 4, 10, 13, 14, 19, 30, 40};
+  for (size_t i = 0; i < sizeof lgx / sizeof *lgx; i++) check_wait_exact(lgx[i]);
   check_unbias();
   check_invert();
   printf("ok\n");
