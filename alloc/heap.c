@@ -165,6 +165,14 @@ static void heap_clear_cur(heap_t *h, span_t *s) {
   s->used--;
 }
 
+/* s ran dry as h's current span and stays h's: notes the sweep interval
+ * of its last malloc, for gc_one once it is kept empty: this one, unless
+ * it was current at the last sweep (gc_nmalloc) and has handed out no
+ * slot since. (A span that leaves h, or is given back, needs no note.) */
+static void heap_cur_done(heap_t *h, span_t *s) {
+  s->gc_sweep = (uint16_t)(h->nsweeps - ((uint32_t)s->nmalloc == s->gc_nmalloc));
+}
+
 /* ---- registry ---------------------------------------------------------- */
 
 /* Enters a slow path of h: its lists and its spans other than the current
@@ -327,6 +335,7 @@ static NALLOC_NOINLINE void *heap_alloc_span(heap_t *h, unsigned cls) {
       }
       if (!span_want(s)) continue; /* remote frees came in: usable */
       heap_clear_cur(h, s);
+      heap_cur_done(h, s);
       heap_put(h, s, SL_FULL);
     }
     if ((s = heap_next(h, cls)) == NULL) break;
@@ -488,12 +497,17 @@ void heap_trim(heap_t *h) {
  *   HEAP_HOLES_GROW of them too, between sweeps: it grows while it may
  *   hold idle free pages.
  */
-static void gc_one(span_t *s, void *vh) {
-  uint64_t seen = s->gc_nmalloc;
-  s->gc_nmalloc = s->nmalloc;
-  if (s->nmalloc == seen && (s->list == SL_CUR || s->list == SL_EMPTY) &&
-      s->npages >= HEAP_GC_MIN_PAGES)
-    trim_one(s, vh);
+static void gc_one(heap_t *h, span_t *s) {
+  nalloc_assert(s->list == SL_CUR || s->list == SL_EMPTY);
+  bool idle;
+  if (s->list == SL_EMPTY) { /* its last malloc was before the last sweep */
+    idle = s->gc_sweep != h->nsweeps;
+  } else { /* gc_holes reads the mark of every current span */
+    uint32_t seen = s->gc_nmalloc;
+    s->gc_nmalloc = (uint32_t)s->nmalloc;
+    idle = (uint32_t)s->nmalloc == seen;
+  }
+  if (idle && s->npages >= HEAP_GC_MIN_PAGES) trim_one(s, h);
 }
 
 /* `sweep`: an idle sweep, which counts a class's idle sweeps. Else a look
@@ -511,7 +525,7 @@ static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
   b->look_nmalloc = (uint32_t)cur->nmalloc;
   /* span_none reads as idle, and a class that changed current spans
    * since the last sweep as busy */
-  if (cur->nmalloc != cur->gc_nmalloc) {
+  if ((uint32_t)cur->nmalloc != cur->gc_nmalloc) {
     if (sweep) b->idle_sweeps = 0;
     if (sweep || seen != (uint32_t)cur->nmalloc || heap_holes_after(b) > 1) return;
   } else if (sweep && b->idle_sweeps < UINT16_MAX) {
@@ -570,11 +584,31 @@ static void gc_tail(heap_bin_t *b, span_t *s) {
   span_purge_tail(s, keep < s->nslots ? keep : s->nslots);
 }
 
+/* A class's part of the sweep: its current span's tail, then the spans
+ * gc_one may give back, the kept empty ones and the current one. The
+ * available and full spans are not walked. They hand out no slot, so a
+ * sweep only copied their nmalloc into gc_nmalloc, for the one question
+ * asked of them once they are kept empty: any malloc since the previous
+ * sweep? heap_cur_done answers it when a span stops being current (its
+ * mallocs are over until it is current again): gc_sweep. bench-random
+ * -t 1 -s 0.05 walked 194 spans of those lists a sweep besides 92 current
+ * ones: 0.7% of its instructions (cgall.sh: random -0.68%, list -0.46%,
+ * larson -t 1 -0.06%, the rest within 0.2%; peak RSS unchanged). */
+static void gc_class(heap_t *h, unsigned c) {
+  heap_bin_t *b = &h->bins[c];
+  gc_tail(b, h->cur[c]);
+  for (span_t *s = b->empty.head, *next; s != NULL; s = next) {
+    next = s->next;
+    gc_one(h, s);
+  }
+  if (h->cur[c] != &span_none) gc_one(h, h->cur[c]);
+}
+
 static void heap_gc(heap_t *h) {
   h->gc_countdown = HEAP_GC_EVERY;
   heap_gc_holes(h, true); /* before gc_one moves gc_nmalloc on */
-  HEAP_FOR_TOUCHED(h, c) gc_tail(&h->bins[c], h->cur[c]);
-  heap_each(h, gc_one, h, false);
+  HEAP_FOR_TOUCHED(h, c) gc_class(h, c);
+  h->nsweeps++; /* wraps: a span then kept one sweep more at worst */
 }
 
 static void orphan_one(span_t *s, void *alone) { span_orphan(s, *(bool *)alone); }

@@ -125,8 +125,13 @@ typedef struct span_s {
   struct span_s *rnext;         /* link on the owner's remote queue */
   union {
     uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
-    uint64_t gc_nmalloc;        /* SPAN_SMALL: nmalloc at its heap's last
-                                   idle sweep (heap_gc) */
+    struct {                    /* SPAN_SMALL, for its heap's idle sweeps: */
+      uint32_t gc_nmalloc;      /* nmalloc (low bits) at the last sweep
+                                   that found it current (heap_gc) */
+      uint16_t gc_sweep;        /* the heap's nsweeps in the sweep
+                                   interval of its last malloc (set as it
+                                   runs dry: heap_cur_done) */
+    };
   };
   union {
     size_t usize;               /* SPAN_LARGE: usable bytes */
@@ -256,6 +261,8 @@ typedef struct heap_s {
   _Atomic uint8_t sweeping;    /* the decay thread looks at the heap */
   uint8_t live;                /* owned by a thread (or an arena) */
   uint16_t srun_pages;         /* pages in sruns */
+  uint16_t nsweeps;            /* idle sweeps made (heap_gc), modulo 2^16:
+                                  compared for equality only */
   uint32_t gc_countdown;       /* slow paths until the next idle sweep */
   uint32_t holes_countdown;    /* new spans until the next look for holes
                                   outside the sweeps (heap_gc_holes) */
