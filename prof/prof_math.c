@@ -13,24 +13,31 @@
 
 static const double LN2 = 0.69314718055994530942;
 
-/* ln(x) for x > 0: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), then
- * ln(m) = 2 atanh(s), s = (m-1)/(m+1), |s| < 0.172, by its odd series. */
-double prof_ln(double x) {
-  if (!(x > 0)) return -1e308;
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  int e = (int)((b >> 52) & 0x7ff);
-  if (e == 0) { /* subnormal: scale up first */
-    return prof_ln(x * 18014398509481984.0 /* 2^54 */) - 54 * LN2;
-  }
-  e -= 1023;
-  b = (b & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52);
+/* x = m * 2^e with m in [sqrt(1/2), sqrt(2)), for x positive and
+ * normal (bits b): returns m, sets *e. */
+static NALLOC_ALWAYS_INLINE double ln_reduce(uint64_t b, int *e) {
+  *e = (int)(b >> 52) - 1023;
+  b = (b & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
   double m;
   memcpy(&m, &b, sizeof m);
   if (m > 1.41421356237309504880) {
     m *= 0.5;
-    e++;
+    ++*e;
   }
+  return m;
+}
+
+/* ln(x) for x > 0: x = m * 2^e (ln_reduce), then ln(m) = 2 atanh(s),
+ * s = (m-1)/(m+1), |s| < 0.172, by its odd series. */
+double prof_ln(double x) {
+  if (!(x > 0)) return -1e308;
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  if ((b >> 52) == 0) { /* subnormal: scale up first */
+    return prof_ln(x * 18014398509481984.0 /* 2^54 */) - 54 * LN2;
+  }
+  int e;
+  double m = ln_reduce(b, &e);
   /* |s| < 0.172: 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...); 12 terms leave
    * s^25/25 < 1e-20. Horner written out with constant reciprocals: the
    * draw of every sample's wait calls this, and a loop over 1.0/k cost
@@ -53,14 +60,8 @@ double prof_ln(double x) {
 static inline double ln_unit(double u) {
   uint64_t b;
   memcpy(&b, &u, sizeof b);
-  int e = (int)(b >> 52) - 1023; /* sign bit clear */
-  b = (b & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
-  double m;
-  memcpy(&m, &b, sizeof m);
-  if (m > 1.41421356237309504880) {
-    m *= 0.5;
-    e++;
-  }
+  int e;
+  double m = ln_reduce(b, &e);
   double s = (m - 1) / (m + 1), s2 = s * s;
   double sum = 1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (
                1.0 / 9 + s2 * (1.0 / 11 + s2 * (1.0 / 13))))));
