@@ -37,7 +37,6 @@ static inline uint64_t bt_hash(void *const *pcs, unsigned n) {
   return prof_bt_hash_fin(h, n);
 }
 
-
 /* memcmp, not a loop: CPython's test suite walks stacks of ~120 frames
  * and found most of them in the table, so this compare was 10% of its
  * exact profile's instructions, a tenth of that vectorised. */
@@ -369,8 +368,8 @@ static void tctx_free(prof_tctx_t *t, bool fold) {
 
 /* ---- the owner's (stack, bucket) table ---------------------------------- */
 
-/* Open addressing, filled to at most 3/4 (entries: prof_tab_tag). */
-/* Whether a table of capacity cap holds n entries within its load. */
+/* Open addressing, filled to at most 3/4 (entries: prof_tab_tag).
+ * Whether a table of capacity cap holds n entries within its load: */
 static inline bool tab_fits(size_t n, size_t cap) { return 4 * n <= 3 * cap; }
 
 /* t's key in the table: its stack's hash mixed with its bucket and node
