@@ -61,15 +61,25 @@ bool sample_record_first(span_t *s, uint32_t i, void *tctx, size_t size,
   size_t bytes = sizeof(sample_slot_t) * s->nslots * (births ? 2 : 1);
   sample_slot_t *fresh = base_alloc_purgeable(bytes);
   if (fresh == NULL) return false;
-  if (!atomic_compare_exchange_strong(&s->prof, &ps, fresh)) {
-    base_free_purgeable(fresh, bytes);
-  } else if (births) {
-    /* only the span's allocating thread reads it (sample_record_timed),
-     * and span_destroy: a free tells a timed record by its own bit */
-    store_rlx(&s->prof_births, 1);
-  }
+  /* Both flags before the array is published: a signal handler that
+   * samples in this span between the two (a fork child's, or any that
+   * mallocs) must find the span's frees off the fast path, its record
+   * counted in prof_live and owner_fast tagged (sampled mode: births,
+   * sample_record_slot) or owner_fast NULL (exact mode). Set after the
+   * array, such a record went in while owner_fast still let the slot's
+   * next free take the fast path past it: the one order found that gives
+   * the assert in entry_free_slot that alloc_fork_signal_prof's debug
+   * build hit once (1 child in 1,000). A handler's sample that comes first
+   * publishes its own array, and the exchange below then keeps it. Only
+   * the span's allocating thread reads prof_births (sample_record_timed),
+   * and span_destroy: a free tells a timed record by its own bit. */
+  if (births) store_rlx(&s->prof_births, 1);
+  else store_rlx(&s->owner_fast, NULL);
+  if (!atomic_compare_exchange_strong(&s->prof, &ps, fresh)) base_free_purgeable(fresh, bytes);
   if (births) /* sample_live_add tags owner_fast */
     return sample_record_timed(s, i, tctx, size);
+  /* again: a handler's free before the exchange may have put the fast
+   * path back (span_set_fast, which finds no array) */
   store_rlx(&s->owner_fast, NULL);
   return sample_record_slot(s, i, tctx, size);
 }
