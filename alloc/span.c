@@ -24,7 +24,7 @@ span_t span_none = {.nwords = 1, .cursor = span_none.bits, .bits = {[SPAN_RBITS]
  * different L1 sets: at 8 lines (512 B) every record's first line shared
  * an eighth of the sets (cachegrind `bench-larson -t 1 -s 0.05`: D1
  * misses 11.91M at 512 B, 11.24M before the hot line moved at 448 B). */
-#define SPAN_REC_BYTES ((SPAN_REC_USED / CACHELINE) | 1) * CACHELINE
+#define SPAN_REC_BYTES (((SPAN_REC_USED / CACHELINE) | 1) * CACHELINE)
 _Static_assert(SPAN_REC_BYTES >= SPAN_REC_USED, "a record holds its bitmaps");
 
 static span_t *rec_new(arena_t *a) {

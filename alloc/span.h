@@ -77,8 +77,9 @@ static NALLOC_ALWAYS_INLINE void *span_take(span_t *s, uint64_t b) {
   store_rlx(s->cursor, b & (b - 1));
   s->used++;
   s->nmalloc++;
-  /* a 32-bit product (below 64 * SC_SMALL_MAX): imul takes slot_size from
-   * memory, one instruction fewer than a 64-bit one */
+  /* a 32-bit product (below 64 * SC_SMALL_MAX): imul takes the slot size
+   * from memory (pop_size, on this line), one instruction fewer than a
+   * 64-bit one */
   uintptr_t p = s->wbase + (uint32_t)((uint32_t)ctz64(b) * s->pop_size);
   if (p == 0) __builtin_unreachable(); /* spans never start at 0: no NULL test */
   return (void *)p;
