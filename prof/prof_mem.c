@@ -9,7 +9,7 @@
  * becomes empty is unmapped, except one per class kept for reuse (so a
  * thread that starts and exits in a loop does not map and unmap a slab
  * each time). Blocks above PROF_MEM_SLAB_MAX are mapped on their own and
- * unmapped when freed, but for the last one freed (big_spare).
+ * unmapped when freed, but for the last tdata freed (big_spare).
  *
  * Blocks are zeroed (prof_mem_alloc_head: a head of them) and 64-byte
  * aligned (records keep their hot counters on cache lines of their own).
@@ -33,12 +33,14 @@ typedef struct slab_s {
 static nlock_t mem_lock = NLOCK_INITIALIZER(LOCK_PROF_MEM);
 static slab_t *partial[NCLASS]; /* mem_lock */
 static slab_t *spare[NCLASS];   /* one empty slab per class, kept */
-/* The last big block freed (a thread's tdata, when a thread that sampled
- * exits), kept mapped for the next one of its size: a thread that starts,
- * samples and exits in a loop then neither maps nor faults its tdata in
- * each time (bench-threads: ~15 page faults and an mmap/munmap pair a
- * sampling thread). Zeroed again when reused (a tdata: only its head).
- * mem_lock. */
+/* The last tdata freed (when a thread that sampled exits), kept mapped
+ * for the next one: a thread that starts, samples and exits in a loop then
+ * neither maps nor faults its tdata in each time (bench-threads: ~15 page
+ * faults and an mmap/munmap pair a sampling thread). Zeroed again when
+ * reused (only its head). Other big blocks (tables, dump scratch) are
+ * unmapped when freed: kept here, the array a table had before it doubled
+ * stayed resident to the end (the owner's tctx table of 48k stacks is
+ * 512 KiB, the one before it 256 KiB) and put out a kept tdata. mem_lock. */
 static void *big_spare;
 static size_t big_spare_size;
 static _Atomic size_t mem_mapped;
@@ -159,6 +161,11 @@ void prof_mem_free(void *p, size_t size, unsigned kind) {
   if (size > PROF_MEM_SLAB_MAX) {
     size_t n = ALIGN_UP(size, PAGE);
     atomic_fetch_sub_explicit(&mem_kind[kind], n, memory_order_relaxed);
+    if (kind != PM_TDATA) {
+      os_unmap(p, n);
+      atomic_fetch_sub_explicit(&mem_mapped, n, memory_order_relaxed);
+      return;
+    }
     nlock_lock(&mem_lock);
     void *old = big_spare;
     size_t old_n = big_spare_size;
