@@ -203,7 +203,7 @@ static size_t span_purge_from(span_t *s, uint32_t from, os_batch_t *b) {
 static void span_purge_used(span_t *s, uint32_t used, bool always, os_batch_t *b) {
   nalloc_assert(s->kind == SPAN_SMALL && s->list != SL_CUR);
   size_t nfree = s->nslots - used;
-  /* A look costs a pass over the bitmap and a system call a run: the
+  /* A look costs a pass over the bitmap and a range to purge a run: the
    * next one waits until an eighth of the slots more were freed. */
   if (nfree * s->slot_size < PAGE ||
       (!always && s->holes_used && used + s->nslots / 8u > s->holes_used))
