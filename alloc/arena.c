@@ -189,17 +189,20 @@ span_t *arena_adopt(arena_t *a, unsigned cls, heap_t *h) {
  * back now); not in decay, as the next thread of the arena adopts them to
  * fill them, unless none came or went for a while (arena_idle_look). */
 static void arena_reap_abandoned(arena_t *a, bool holes, bool always) {
+  os_batch_t purge; /* flushed while the lock keeps s ours */
+  os_batch_init(&purge);
   nlock_lock(&a->abandon_lock);
   for (unsigned c = 0; c < SC_NSMALL; c++)
     for (span_t *s = load_rlx(&a->abandoned[c]), *next; s != NULL; s = next) {
       next = s->next;
       span_collect(s);
-      if (s->used != 0 && holes) span_purge_holes(s, always);
+      if (s->used != 0 && holes) span_purge_holes(s, always, &purge);
       if (s->used != 0) continue;
       abandoned_unlink(a, s);
       s->list = SL_NONE;
       span_destroy(s);
     }
+  os_purge_flush(&purge);
   nlock_unlock(&a->abandon_lock);
 }
 

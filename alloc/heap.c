@@ -289,7 +289,17 @@ static bool heap_drain(heap_t *h) {
 
 /* ---- allocation -------------------------------------------------------- */
 
-static void heap_gc_holes(heap_t *h, bool sweep);
+static void heap_gc_holes(heap_t *h, bool sweep, os_batch_t *purge);
+
+/* A look for holes between sweeps (heap_next); out of line, so the batch
+ * on its stack is no part of heap_next's frame (inlined into
+ * heap_alloc_span, +0.9% instructions on bench-threads when it was). */
+static NALLOC_NOINLINE void heap_look_holes(heap_t *h) {
+  os_batch_t purge;
+  os_batch_init(&purge);
+  heap_gc_holes(h, false, &purge);
+  os_purge_flush(&purge);
+}
 
 /* The next span for class cls, taken off every list. */
 static span_t *heap_next(heap_t *h, unsigned cls) {
@@ -310,7 +320,7 @@ static span_t *heap_next(heap_t *h, unsigned cls) {
   }
   /* new pages: a heap that grows while it holds idle free pages looks
    * for holes sooner than its next sweep */
-  if (--h->holes_countdown == 0) heap_gc_holes(h, false);
+  if (--h->holes_countdown == 0) heap_look_holes(h);
   s = span_create(a, cls, sc_npages(cls, b->nspans));
   if (s == NULL) return NULL;
   b->nspans++;
@@ -451,14 +461,25 @@ static void heap_each(heap_t *h, void (*fn)(span_t *s, void *arg), void *arg,
   if (unlink) memset(h->touched, 0, sizeof h->touched);
 }
 
-static void trim_one(span_t *s, void *vh) {
-  heap_t *h = vh;
+/* heap_each's argument for trim_one: the heap, and the batch its holes
+ * go into, flushed before a span goes back to the page heap (where
+ * another thread may carve and write its pages: a sweep may have purged
+ * the current span's tail before it gives the span back). */
+typedef struct {
+  heap_t *h;
+  os_batch_t *purge;
+} heap_trim_arg_t;
+
+static void trim_one(span_t *s, void *varg) {
+  heap_trim_arg_t *arg = varg;
+  heap_t *h = arg->h;
   span_collect(s);
   if (s->used != (s->list == SL_CUR)) {
-    if (s->list == SL_AVAIL) span_purge_holes(s, true);
+    if (s->list == SL_AVAIL) span_purge_holes(s, true, arg->purge);
     return;
   }
   if (!span_quiet(s)) return; /* announced since the drain: the next trim */
+  if (arg->purge->n) os_purge_flush(arg->purge);
   if (s->list == SL_CUR) heap_clear_cur(h, s);
   else heap_take(h, s);
   nalloc_assert(h->bins[s->cls].nspans > 0);
@@ -467,9 +488,13 @@ static void trim_one(span_t *s, void *vh) {
 }
 
 void heap_trim(heap_t *h) {
+  os_batch_t purge;
+  os_batch_init(&purge);
+  heap_trim_arg_t arg = {h, &purge};
   heap_enter(h);
   heap_drain(h);
-  heap_each(h, trim_one, h, false);
+  heap_each(h, trim_one, &arg, false);
+  os_purge_flush(&purge);
   heap_leave(h);
 }
 
@@ -497,7 +522,7 @@ void heap_trim(heap_t *h) {
  *   HEAP_HOLES_GROW of them too, between sweeps: it grows while it may
  *   hold idle free pages.
  */
-static void gc_one(heap_t *h, span_t *s) {
+static void gc_one(heap_t *h, span_t *s, os_batch_t *purge) {
   nalloc_assert(s->list == SL_CUR || s->list == SL_EMPTY);
   bool idle;
   if (s->list == SL_EMPTY) { /* its last malloc was before the last sweep */
@@ -507,7 +532,10 @@ static void gc_one(heap_t *h, span_t *s) {
     s->gc_nmalloc = (uint32_t)s->nmalloc;
     idle = (uint32_t)s->nmalloc == seen;
   }
-  if (idle && s->npages >= HEAP_GC_MIN_PAGES) trim_one(s, h);
+  if (idle && s->npages >= HEAP_GC_MIN_PAGES) {
+    heap_trim_arg_t arg = {h, purge};
+    trim_one(s, &arg);
+  }
 }
 
 /* `sweep`: an idle sweep, which counts a class's idle sweeps. Else a look
@@ -520,7 +548,7 @@ static void gc_one(heap_t *h, span_t *s) {
  * (HEAP_GC_EVERY slow paths, which its new spans' mallocs take long to
  * reach): bench-frag's second phase (1-4 KiB blocks after 9 of 10 blocks
  * of 16 B-1 KiB were freed) peaked 8.4 MB above its first at one thread. */
-static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
+static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep, os_batch_t *purge) {
   uint32_t seen = b->look_nmalloc;
   b->look_nmalloc = (uint32_t)cur->nmalloc;
   /* span_none reads as idle, and a class that changed current spans
@@ -533,12 +561,15 @@ static void gc_holes(heap_bin_t *b, const span_t *cur, bool sweep) {
   }
   unsigned idle = b->idle_sweeps + !sweep, after = heap_holes_after(b);
   if (idle < after || (idle - after) % HEAP_HOLES_AGAIN) return;
-  for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_holes(s, false);
+  for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_holes(s, false, purge);
 }
 
-static void heap_gc_holes(heap_t *h, bool sweep) {
+/* The holes of every class go into one batch: bench-frag's second phase
+ * found them a few pages at a time, 11.5k madvise calls a thread, and at
+ * two threads each one's TLB flush interrupted the other core. */
+static void heap_gc_holes(heap_t *h, bool sweep, os_batch_t *purge) {
   h->holes_countdown = HEAP_HOLES_GROW;
-  HEAP_FOR_TOUCHED(h, c) gc_holes(&h->bins[c], h->cur[c], sweep);
+  HEAP_FOR_TOUCHED(h, c) gc_holes(&h->bins[c], h->cur[c], sweep, purge);
 }
 
 /* The current span's free tail (span_purge_tail): keeps free, for the
@@ -551,7 +582,7 @@ static void heap_gc_holes(heap_t *h, bool sweep) {
  * emptied between two sweeps go back with them). When a slot past them
  * is in use, the class waits as a class whose holes came back
  * (heap_holes_after) before its tail is purged again. */
-static void gc_tail(heap_bin_t *b, span_t *s) {
+static void gc_tail(heap_bin_t *b, span_t *s, os_batch_t *purge) {
   if (s == &span_none || s->npages < 2) return;
   uint16_t live = (uint16_t)(s->used - 1); /* `used` has the phantom */
   if (live > b->tail_peak) b->tail_peak = live;
@@ -581,7 +612,7 @@ static void gc_tail(heap_bin_t *b, span_t *s) {
   }
   uint32_t peak = b->tail_prev > b->tail_peak ? b->tail_prev : b->tail_peak;
   uint32_t keep = 2 * peak + s->nslots / 8u + 1;
-  span_purge_tail(s, keep < s->nslots ? keep : s->nslots);
+  span_purge_tail(s, keep < s->nslots ? keep : s->nslots, purge);
 }
 
 /* A class's part of the sweep: its current span's tail, then the spans
@@ -594,20 +625,23 @@ static void gc_tail(heap_bin_t *b, span_t *s) {
  * -t 1 -s 0.05 walked 194 spans of those lists a sweep besides 92 current
  * ones: 0.7% of its instructions (cgall.sh: random -0.68%, list -0.46%,
  * larson -t 1 -0.06%, the rest within 0.2%; peak RSS unchanged). */
-static void gc_class(heap_t *h, unsigned c) {
+static void gc_class(heap_t *h, unsigned c, os_batch_t *purge) {
   heap_bin_t *b = &h->bins[c];
-  gc_tail(b, h->cur[c]);
+  gc_tail(b, h->cur[c], purge);
   for (span_t *s = b->empty.head, *next; s != NULL; s = next) {
     next = s->next;
-    gc_one(h, s);
+    gc_one(h, s, purge);
   }
-  if (h->cur[c] != &span_none) gc_one(h, h->cur[c]);
+  if (h->cur[c] != &span_none) gc_one(h, h->cur[c], purge);
 }
 
-static void heap_gc(heap_t *h) {
+static NALLOC_NOINLINE void heap_gc(heap_t *h) {
+  os_batch_t purge;
+  os_batch_init(&purge);
   h->gc_countdown = HEAP_GC_EVERY;
-  heap_gc_holes(h, true); /* before gc_one moves gc_nmalloc on */
-  HEAP_FOR_TOUCHED(h, c) gc_class(h, c);
+  heap_gc_holes(h, true, &purge); /* before gc_one moves gc_nmalloc on */
+  HEAP_FOR_TOUCHED(h, c) gc_class(h, c, &purge);
+  os_purge_flush(&purge);
   h->nsweeps++; /* wraps: a span then kept one sweep more at worst */
 }
 
@@ -691,10 +725,10 @@ static void heap_unclaim(heap_t *h) {
  * and of its kept empty one. Not the current span, which the owner's fast
  * path takes slots of without entering the heap, nor full ones, whose
  * free slots (remote frees) only the owner may collect. */
-static void idle_class(heap_t *h, unsigned c) {
+static void idle_class(heap_t *h, unsigned c, os_batch_t *purge) {
   heap_bin_t *b = &h->bins[c];
-  for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_idle(s);
-  for (span_t *s = b->empty.head; s != NULL; s = s->next) span_purge_idle(s);
+  for (span_t *s = b->avail.head; s != NULL; s = s->next) span_purge_idle(s, purge);
+  for (span_t *s = b->empty.head; s != NULL; s = s->next) span_purge_idle(s, purge);
 }
 
 /* A heap the decay thread finds with no slow path since its last look is
@@ -718,7 +752,10 @@ void heap_idle_sweep(void) {
     if (!heap_claim(h)) continue;
     /* a heap made anew, or one its owner came back to, is not idle */
     if (h->live && load_rlx(&h->nslow) == n) {
-      HEAP_FOR_TOUCHED(h, c) idle_class(h, c);
+      os_batch_t purge; /* flushed while h is claimed */
+      os_batch_init(&purge);
+      HEAP_FOR_TOUCHED(h, c) idle_class(h, c, &purge);
+      os_purge_flush(&purge);
       h->look_seen = n;
       h->look_walks = 0;
     }

@@ -14,6 +14,8 @@
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <stddef.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +64,53 @@ bool os_move(void *p, size_t old, size_t size, void *dest) {
 }
 
 void os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+
+/* process_madvise on the caller's own process: PIDFD_SELF (Linux 6.14)
+ * needs no file descriptor, and any advice is allowed there from 6.13.
+ * From 6.16 the kernel flushes the TLB once for all the ranges of a call
+ * (one IPI per other core that runs the process, not one per range): at
+ * two threads bench-frag's hole purges were 11.5k madvise calls a thread,
+ * each an IPI. */
+#ifndef PIDFD_SELF_THREAD_GROUP
+#define PIDFD_SELF_THREAD_GROUP (-10001)
+#endif
+_Static_assert(sizeof(((os_batch_t *)0)->v[0]) == sizeof(struct iovec) &&
+                   offsetof(struct iovec, iov_len) == sizeof(void *),
+               "os_batch_t's ranges are struct iovecs");
+
+bool os_purge_add(os_batch_t *b, void *p, size_t size) {
+  nalloc_assert(size > 0 && b->n <= OS_BATCH_MAX);
+  if (b->n > 0 && (char *)b->v[b->n - 1].base + b->v[b->n - 1].len == (char *)p) {
+    b->v[b->n - 1].len += size;
+    return false;
+  }
+  if (b->n == OS_BATCH_MAX) os_purge_flush(b);
+  b->v[b->n].base = p;
+  b->v[b->n].len = size;
+  return b->n++ == 0;
+}
+
+void os_purge_flush(os_batch_t *b) {
+  static _Atomic bool unsupported;
+  size_t total = 0;
+  for (unsigned i = 0; i < b->n; i++) total += b->v[i].len;
+  if (b->n > 1 && !atomic_load_explicit(&unsupported, memory_order_relaxed)) {
+    int saved = errno;
+    long r = syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (const void *)b->v,
+                     (size_t)b->n, MADV_DONTNEED, 0u);
+    if (r < 0 && errno != EINTR && errno != EAGAIN && errno != ENOMEM)
+      atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+    errno = saved;
+    if (r >= 0 && (size_t)r == total) {
+      b->n = 0;
+      return;
+    }
+  }
+  /* one range, or the call refused or stopped short: range by range
+   * (purging a range again is harmless) */
+  for (unsigned i = 0; i < b->n; i++) os_purge(b->v[i].base, b->v[i].len);
+  b->n = 0;
+}
 
 /* Lines of a /proc file, read without allocating; SIZE_MAX if it cannot
  * be read. The number in it when `number` is set. */

@@ -13,6 +13,28 @@ void *os_reserve(size_t size);
 bool os_move(void *p, size_t old, size_t size, void *dest);
 bool os_map_at(void *p, size_t size); /* fresh pages over reserved ones */
 void os_purge(void *p, size_t size);    /* MADV_DONTNEED: pages read back as 0 */
+/* Ranges to purge (MADV_DONTNEED) together: one process_madvise call for
+ * up to OS_BATCH_MAX of them, whose TLB flush (an IPI to every other core
+ * that runs one of the process's threads) the kernel makes once for the
+ * call instead of once a range. A caller adds ranges as it finds them and
+ * flushes before anything may write them again. Where the kernel has no
+ * process_madvise for its own process (before 6.13, or a seccomp filter
+ * refuses it), each range is one madvise, as os_purge. */
+#define OS_BATCH_MAX 64
+typedef struct {
+  unsigned n;
+  struct {
+    void *base;
+    size_t len;
+  } v[OS_BATCH_MAX]; /* laid out as struct iovec */
+} os_batch_t;
+/* Empty; no initializer, which would zero the whole array. */
+static inline void os_batch_init(os_batch_t *b) { b->n = 0; }
+/* Adds [p, p + size) (merged with the last range when they touch; the
+ * batch is flushed first when full); true when the range opened a batch:
+ * a system call more. */
+bool os_purge_add(os_batch_t *b, void *p, size_t size);
+void os_purge_flush(os_batch_t *b); /* purges what was added; b is empty */
 /* The process's kernel mappings (lines of /proc/self/maps; SIZE_MAX if it
  * cannot be read) and the most it may have (vm.max_map_count). */
 size_t os_vma_count(void);

@@ -172,9 +172,10 @@ static bool span_free_run(span_t *s, uint32_t i, uint32_t *lo, uint32_t *hi) {
 }
 
 /* Purges the whole pages of s on which every slot from slot `from` on is
- * free in the free bitmap, and counts them as s's holes; returns them.
- * Only the owner may, or whoever has claimed the owner's heap. */
-static size_t span_purge_from(span_t *s, uint32_t from) {
+ * free in the free bitmap (adds them to b, which the caller flushes before
+ * a slot of s is handed out again), and counts them as s's holes; returns
+ * them. Only the owner may, or whoever has claimed the owner's heap. */
+static size_t span_purge_from(span_t *s, uint32_t from, os_batch_t *b) {
   size_t sz = s->slot_size, holes = 0;
   arena_t *a = arena_get(s->arena);
   uint32_t lo, hi;
@@ -184,8 +185,8 @@ static size_t span_purge_from(span_t *s, uint32_t from) {
     size_t first = ((size_t)lo * sz + PAGE - 1) / PAGE;
     size_t to = hi == s->nslots ? s->npages : (size_t)hi * sz / PAGE;
     if (to <= first) continue;
-    os_purge((void *)(s->start + first * PAGE), (to - first) * PAGE);
-    atomic_fetch_add_explicit(&a->nholes_calls, 1, memory_order_relaxed);
+    if (os_purge_add(b, (void *)(s->start + first * PAGE), (to - first) * PAGE))
+      atomic_fetch_add_explicit(&a->nholes_calls, 1, memory_order_relaxed);
     holes += to - first;
   }
   /* no slot was handed out over the old holes since they were counted
@@ -199,16 +200,16 @@ static size_t span_purge_from(span_t *s, uint32_t from) {
 }
 
 /* span_purge_holes with `used` slots in use (or freed remotely). */
-static void span_purge_used(span_t *s, uint32_t used, bool always) {
+static void span_purge_used(span_t *s, uint32_t used, bool always, os_batch_t *b) {
   nalloc_assert(s->kind == SPAN_SMALL && s->list != SL_CUR);
   size_t nfree = s->nslots - used;
-  /* A look costs a pass over the bitmap and a system call a run: the
+  /* A look costs a pass over the bitmap and a range to purge a run: the
    * next one waits until an eighth of the slots more were freed. */
   if (nfree * s->slot_size < PAGE ||
       (!always && s->holes_used && used + s->nslots / 8u > s->holes_used))
     return;
   s->holes_used = (uint16_t)(used ? used : 1);
-  span_purge_from(s, 0);
+  span_purge_from(s, 0, b);
 }
 
 /* The position of the k-th (1-based) set bit of m, which has k or more:
@@ -252,10 +253,19 @@ static uint32_t span_free_below(const span_t *s, uint32_t end) {
   return n;
 }
 
-bool span_purge_tail(span_t *s, uint32_t keep) {
+/* span_purge_tail past its first test, which most sweeps stop at: out of
+ * line, so that test pays no prologue (bench-random -t 1: 9,765 calls,
+ * 59 past it). */
+static NALLOC_NOINLINE bool span_purge_tail_from(span_t *s, uint32_t keep, os_batch_t *b);
+
+bool span_purge_tail(span_t *s, uint32_t keep, os_batch_t *b) {
   nalloc_assert(s->kind == SPAN_SMALL && s->list == SL_CUR && s->nholes == 0 && keep > 0);
   uint32_t nfree = s->nslots + 1u - s->used; /* `used` has the phantom */
   if (nfree <= keep || (size_t)(nfree - keep) * s->slot_size < PAGE) return false;
+  return span_purge_tail_from(s, keep, b);
+}
+
+static bool span_purge_tail_from(span_t *s, uint32_t keep, os_batch_t *b) {
   /* malloc takes the cursor's word's free slots lowest first, then the
    * lowest word with a free slot: the next `keep` mallocs stay below
    * `from` (span_tail_renew counts how many more may: frees meanwhile
@@ -272,7 +282,7 @@ bool span_purge_tail(span_t *s, uint32_t keep) {
     }
   }
   if (from >= s->nslots || (s->nslots - from) * s->slot_size < PAGE) return false;
-  if (span_purge_from(s, from) == 0) return false;
+  if (span_purge_from(s, from, b) == 0) return false;
   s->holes_used = (uint16_t)from;
   span_tail_renew(s);
   return true;
@@ -306,11 +316,15 @@ bool span_tail_reached(const span_t *s) {
   return false;
 }
 
-void span_purge_holes(span_t *s, bool always) { span_purge_used(s, s->used, always); }
+void span_purge_holes(span_t *s, bool always, os_batch_t *b) {
+  span_purge_used(s, s->used, always, b);
+}
 
 uint32_t span_count_free(const span_t *s) { return span_free_below(s, s->nslots); }
 
-void span_purge_idle(span_t *s) { span_purge_used(s, s->nslots - span_count_free(s), false); }
+void span_purge_idle(span_t *s, os_batch_t *b) {
+  span_purge_used(s, s->nslots - span_count_free(s), false, b);
+}
 
 void span_forget_holes(span_t *s) {
   nalloc_assert(s->nholes > 0);

@@ -23,6 +23,7 @@
 #ifndef NALLOC_SPAN_H
 #define NALLOC_SPAN_H
 
+#include "os.h"
 #include "size_class.h"
 
 /* The span of an empty heap class: no free slot, so pop always fails and
@@ -188,14 +189,15 @@ void span_adopt(span_t *s, struct heap_s *h);
  * live), unless not much was freed since the last look (`always`: even
  * then). Slots keep no data the allocator needs (the bitmaps and records
  * are out of band), and only the owner hands slots out, so the pages read
- * back as zero when it next does. */
-void span_purge_holes(span_t *s, bool always);
+ * back as zero when it next does. The pages go into b (os_purge_add),
+ * which the caller flushes before s may hand out a slot again. */
+void span_purge_holes(span_t *s, bool always, os_batch_t *b);
 /* span_purge_holes for the decay thread, which has claimed the owner's
  * heap (heap_idle_sweep): the owner may still free slots of s on its fast
  * path meanwhile, which only adds free slots, but takes none (s is not
  * current). `used`, which those frees count down, is not read: the free
  * bitmap is counted instead. */
-void span_purge_idle(span_t *s);
+void span_purge_idle(span_t *s, os_batch_t *b);
 /* Slots free in the free bitmap (remote frees not counted): the truth
  * that `used` caches, for whoever cannot trust or read `used`. */
 uint32_t span_count_free(const span_t *s);
@@ -214,7 +216,7 @@ void span_forget_holes(span_t *s);
  * peak of CPython's threading tests 2.5 MiB of free pages sat in current
  * spans, 1.8 of them in spans less than a quarter used. False when there
  * was nothing to purge. */
-bool span_purge_tail(span_t *s, uint32_t keep);
+bool span_purge_tail(span_t *s, uint32_t keep, os_batch_t *b);
 /* s (current, with holes from span_purge_tail) has handed out too few
  * slots since for any malloc to have reached its holes... */
 static inline bool span_tail_intact(const span_t *s) {
