@@ -27,6 +27,7 @@
 #include "arena.h"
 #include "background.h"
 #include "heap.h"
+#include "helper_thread.h"
 #include "log.h"
 #include "page_heap.h"
 #include "os.h"
@@ -162,23 +163,13 @@ void background_poll(void) {
    * the thread is being torn down; a later call starts it. */
   if (tsd->nlocks != 0 || tsd->state != TSD_NOMINAL || tsd->heap->busy) return;
   if (!atomic_compare_exchange_strong(&bg_state, &st, BG_STARTING)) return;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
-  pthread_t t;
-  /* glibc allocates the new thread's TLS here, in this thread: nalloc's
-   * memory, not the program's, so the profiler must not sample it. */
-  tsd->reentrant++;
-  int err = pthread_create(&t, NULL, background_main, NULL);
-  tsd->reentrant--;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int err = helper_thread_start(background_main, 0);
   if (err != 0) {
     atomic_store(&bg_state, BG_OFF);
     nalloc_log("background_thread: cannot start the decay thread (errno %d); "
                "decaying on allocation only", err);
     return;
   }
-  pthread_detach(t);
   atomic_store(&bg_state, BG_RUNNING);
 }
 

@@ -33,6 +33,7 @@
  * earlier), a stack the DWARF rules cannot walk ends at the caller. */
 #define _GNU_SOURCE /* pthread_getattr_np, gettid */
 #include "prof_internal.h"
+#include "../alloc/helper_thread.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -617,6 +618,7 @@ static void bt_unw_load(void) {
 
 static void *bt_unw_loader(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "nalloc-prof-unw");
   bt_unw_load();
   return NULL;
 }
@@ -691,7 +693,7 @@ static NALLOC_NOINLINE bt_unw_fn_t bt_unw_get(void *const *walked, unsigned n) {
     if (bt_unw_inline_safe(walked, n)) {
       bt_unw_load();
     } else {
-      int err = prof_helper_thread(bt_unw_loader, "nalloc-prof-unw");
+      int err = helper_thread_start(bt_unw_loader, 0);
       if (err != 0) {
         nalloc_log("prof: no thread to load %s (errno %d): stacks the DWARF rules "
                    "cannot walk end at the caller", NALLOC_UNWIND_SONAME, err);

@@ -35,6 +35,7 @@
 #define _GNU_SOURCE
 #include "prof_http.h"
 #include "prof_http_req.h"
+#include "../alloc/helper_thread.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -734,18 +735,7 @@ static void ph_start_unsampled(bool child) {
     ph_describe(fd, family);
   }
   ph_listen_fd = fd;
-  /* The thread inherits a full signal mask. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&at, (size_t)256 << 10);
-  pthread_t t;
-  int err = pthread_create(&t, &at, ph_main, NULL);
-  pthread_attr_destroy(&at);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int err = helper_thread_start(ph_main, (size_t)256 << 10);
   if (err != 0) {
     nalloc_log("prof_http: no server thread (errno %d); not serving", err);
     close(fd);

@@ -906,9 +906,5 @@ void prof_interval_account(tsd_t *tsd, prof_tdata_t *td, uint64_t bytes);
 void prof_gdump_account(tsd_t *tsd, int64_t delta);
 void prof_triggers_run_pending(tsd_t *tsd);
 void prof_triggers_postfork_child(void);
-/* Raises tsd->reentrant around pthread_create, so that the new thread's
- * TLS and stack bookkeeping, allocated by glibc in the creating thread,
- * are not sampled as the program's. */
-int prof_helper_thread(void *(*fn)(void *), const char *name);
 
 #endif

@@ -20,7 +20,9 @@
  * jemalloc's idump/gdump. */
 #define _GNU_SOURCE
 #include "prof_internal.h"
+#include "../alloc/helper_thread.h"
 
+#include <pthread.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +148,7 @@ static void sig_handler(int sig) {
 
 static void *sig_main(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "nalloc-prof-sig");
   for (;;) {
     if (sem_wait(&sig_sem) != 0) continue; /* EINTR */
     auto_dump(K_S, PROF_DUMP_NOW);
@@ -153,31 +156,8 @@ static void *sig_main(void *arg) {
   return NULL;
 }
 
-/* nalloc's helper threads (this one, alloc/background.c's) start with
- * every signal blocked, so they never run a handler of the program's, and
- * are created with the creating thread's `reentrant` raised: glibc
- * allocates the new thread's TLS there, which is nalloc's use of memory,
- * not the program's, and must not show in its profile. */
-int prof_helper_thread(void *(*fn)(void *), const char *name) {
-  tsd_t *tsd = tsd_get();
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_t t;
-  tsd->reentrant++;
-  int err = pthread_create(&t, &a, fn, NULL);
-  tsd->reentrant--;
-  pthread_attr_destroy(&a);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (err == 0 && name != NULL) pthread_setname_np(t, name);
-  return err;
-}
-
 static void sig_thread_start(void) {
-  int err = prof_helper_thread(sig_main, "nalloc-prof-sig");
+  int err = helper_thread_start(sig_main, 0);
   if (err != 0) nalloc_log("prof: no signal dump thread (errno %d)", err);
 }
 
