@@ -189,7 +189,7 @@ static inline bool span_push_remote(span_t *s, uint32_t i) {
   unsigned ai;
   int st = span_push_remote_st(s, i, &ai);
   if (st < 0) return false;
-  span_remote_note(s, st, ai);
+  if (unlikely(st == SN_WANT || st == SN_ORPHAN)) span_remote_note(s, st, ai);
   return true;
 }
 
