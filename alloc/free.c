@@ -193,27 +193,39 @@ static inline void free_slot_prof(void *p, span_t *s, uint32_t i,
   free_slot_prof_rest(p, s, i, fn, h);
 }
 
-/* free_slot_slow's case of a span without records: another thread's
- * block, or a span of h's own that is full. */
-static NALLOC_NOINLINE void free_slot_plain(void *p, span_t *s, uint32_t i,
-                                            int fn, heap_t *h) {
-  heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-  /* another thread's block: straight to its remote bitmap (a shared
-   * heap's spans and h's own full spans take free_small's way) */
-  if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
-    if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
-    return;
-  }
+/* free_slot_plain's case of a span of h's own or of a shared heap. */
+static NALLOC_NOINLINE void free_slot_plain_rest(void *p, span_t *s, uint32_t i,
+                                                 int fn, heap_t *h) {
   /* h's own span on its full list, nothing sampled in it (owner_fast is
    * never tagged for heap_none): back to the available list. larson -t 1
    * frees into a full span of its own once in 28 frees. Tested after the
    * remote case, which it would cost 3 instructions (prodcons -t 2 +1%). */
   if (load_racy(&s->owner_fast) == span_full_tag(h)) {
-    nalloc_assert(s->list == SL_FULL && owner == h);
+    nalloc_assert(s->list == SL_FULL && load_rlx(&s->owner) == h);
     if (unlikely(!heap_free_full(h, s, i))) double_free(fn, p);
     return;
   }
   if (!free_small(s, i)) double_free(fn, p);
+}
+
+/* free_slot_slow's case of a span without records: another thread's
+ * block, or a span of h's own that is full. The remote case, the common
+ * one, runs with no stack frame (the others are a tail call away): with
+ * span_push_remote a call from here, each remote free paid a call, a
+ * frame and a return (issue 11). */
+static NALLOC_NOINLINE void free_slot_plain(void *p, span_t *s, uint32_t i, int fn,
+                                            heap_t *h) {
+  heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+  /* another thread's block: straight to its remote bitmap (a shared
+   * heap's spans and h's own full spans take free_small's way) */
+  if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
+    unsigned ai;
+    int st = span_push_remote_st(s, i, &ai);
+    if (unlikely(st < 0)) double_free(fn, p);
+    if (unlikely(st == SN_WANT || st == SN_ORPHAN)) span_remote_note(s, st, ai);
+    return;
+  }
+  free_slot_plain_rest(p, s, i, fn, h);
 }
 
 /* entry_free found p at the start of slot i of s, but s is not one of

@@ -452,26 +452,9 @@ static void span_announce(span_t *s) {
   atomic_store_explicit(&s->notify, SN_QUEUED, memory_order_release);
 }
 
-/* Once its bit is set, the span may be emptied and given back by another
- * thread at any moment: only its atomic fields are read after that (the
- * record itself stays a span record). */
-bool span_push_remote(span_t *s, uint32_t i) {
-  uint32_t w = i >> 6;
-  uint64_t bit = (uint64_t)1 << (i & 63);
-  unsigned ai = s->arena;
-  if (load_rlx(&s->bits[w]) & bit) return false;
-  uint64_t old = atomic_fetch_or_explicit(&span_rbits(s)[w], bit, memory_order_seq_cst);
-  if (old & bit) return false;
-  /* the owner's frees check the remote bitmap from now on (span_push_at):
-   * for the rest of the span's life, so the flag is written once, not
-   * once a collection (each write takes the line of malloc's counters
-   * from the owner). Set after the bit: a record recycled meanwhile only
-   * gets a needless look at its remote bitmap. */
-  if (!load_racy(&s->rpending)) store_rlx(&s->rpending, 1);
-  uint8_t st = atomic_load_explicit(&s->notify, memory_order_seq_cst);
+void span_remote_note(span_t *s, int st, unsigned ai) {
   if (st == SN_WANT) span_announce(s);
   else if (st == SN_ORPHAN) arena_note_orphan_free(arena_get(ai));
-  return true;
 }
 
 void span_orphan(span_t *s, bool alone) {

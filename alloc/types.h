@@ -111,9 +111,20 @@ typedef struct span_s {
    * a thread that frees only its own blocks never reads the remote
    * bitmap's line (larson -t 1: 0.49 of free's 1.57 L1 misses a free). */
   _Atomic uint8_t rpending;
+  /* Read by every free that misses the owner's fast path (another
+   * thread's block: free_slot_slow, free_slot_plain), and written only
+   * when the span changes owner or takes its first sample: on this line,
+   * not on the next two, which the owner writes as the span moves
+   * between its lists (next, prev, list) and remote frees announce it
+   * (rnext). Issue 11: a remote free read four lines of the record
+   * (this one, owner's, prof's and the bitmap's), now two. */
+  _Atomic(struct heap_s *) owner; /* SPAN_SMALL: NULL while abandoned */
+  /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
+   * the span was sampled. SPAN_LARGE: the block's tctx and size. */
+  _Atomic(sample_slot_t *) prof;
+  size_t npages;
 
   /* Line 1 on: the rest. */
-  size_t npages;
   uintptr_t chunk_lo, chunk_hi; /* the OS mapping the span lies in: runs
                                    are merged only inside it */
   struct span_s *next, *prev;   /* the one list the span is on: its owner's
@@ -121,7 +132,6 @@ typedef struct span_s {
                                    the page heap's run list */
   struct span_s *anext, *aprev; /* SPAN_SMALL: the arena's list of all its
                                    small spans (statistics) */
-  _Atomic(struct heap_s *) owner; /* SPAN_SMALL: NULL while abandoned */
   struct span_s *rnext;         /* link on the owner's remote queue */
   union {
     uint64_t dirty_since;       /* SPAN_FREE: when it became dirty */
@@ -154,9 +164,7 @@ typedef struct span_s {
                                    may be live (raised before a record is
                                    written, lowered after it is cleared):
                                    at 0 the owner's frees are fast again */
-  /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
-   * the span was sampled. SPAN_LARGE: the block's tctx and size. */
-  _Atomic(sample_slot_t *) prof;
+  /* SPAN_LARGE: the block's tctx and size (`prof`: on the first line) */
   void *large_tctx;
   size_t large_size;
   union {
@@ -247,11 +255,14 @@ typedef struct heap_s {
   /* The span each class allocates from; a never-empty sentinel with no
    * free slot when there is none, so that pop needs no NULL check. */
   span_t *cur[SC_NSMALL];
-  _Atomic(span_t *) rqueue;    /* full spans announced by remote frees */
   struct arena_s *arena;
-  struct nlock_s *lock;        /* shared heaps only: held around every use */
+  /* Shared heaps only: held around every use. Every remote free reads it
+   * (free_slot_plain): kept off rqueue's line, which remote frees
+   * announcing a span and the owner's drain write. */
+  struct nlock_s *lock;
   struct heap_s *next_all;     /* registry of every heap ever made */
   struct heap_s *next_free;    /* registry's list of reusable heaps */
+  _Atomic(span_t *) rqueue;    /* full spans announced by remote frees */
   /* Slow paths of the owner in progress (heap_enter: a signal handler's
    * may nest). The decay thread's look at an idle heap (heap_idle_sweep)
    * and the owner's slow paths exclude each other through these two:
@@ -392,6 +403,8 @@ _Static_assert(SC_NSMALL < 256, "a class fits in span_t.cls");
 _Static_assert(ARENAS_MAX <= 65536, "an arena index fits in span_t.arena");
 _Static_assert(SPAN_MAX_SLOTS + 1 <= UINT16_MAX, "span_t.used fits 16 bits");
 _Static_assert(offsetof(span_t, rpending) < CACHELINE &&
+                   offsetof(span_t, owner) + sizeof(void *) <= CACHELINE &&
+                   offsetof(span_t, prof) + sizeof(void *) <= CACHELINE &&
                    offsetof(span_t, bits) % CACHELINE == 32 &&
                    offsetof(span_t, bits[SPAN_RBITS]) % CACHELINE == 0,
                "span record lines");
