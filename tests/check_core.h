@@ -10,6 +10,7 @@
 #define NALLOC_TESTS_CHECK_CORE_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -50,5 +51,16 @@ CHECK_UNUSED static void check_fail(const char *file, int line,
   do {                                                            \
     if (!(cond)) check_fail(__FILE__, __LINE__, __VA_ARGS__);     \
   } while (0)
+
+/* The tests' random numbers: xorshift64 from a fixed seed, so that a
+ * failure reproduces; a test that wants another sequence sets check_rng
+ * first. */
+CHECK_UNUSED static uint64_t check_rng = 0x9e3779b97f4a7c15ull;
+CHECK_UNUSED static uint64_t check_rnd(void) {
+  check_rng ^= check_rng << 13;
+  check_rng ^= check_rng >> 7;
+  check_rng ^= check_rng << 17;
+  return check_rng;
+}
 
 #endif

@@ -32,14 +32,6 @@
 
 enum { NPAGES = 4096, ROUNDS = 6 };
 
-static uint64_t rs = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return rs;
-}
-
 static unsigned char pat(size_t page, int round) { return (unsigned char)(1 + (page * 7 + (size_t)round) % 251); }
 
 /* One round: fill, purge random runs, check against the model. */
@@ -50,17 +42,17 @@ static void purge_round(unsigned char *base, int round) {
   memset(purged, 0, sizeof purged);
   for (size_t p = 0; p < NPAGES; p++) memset(base + p * PAGE, pat(p, round), PAGE);
   /* runs of 1-8 pages, gaps of 0-3 (0: the next run touches this one) */
-  for (size_t p = rnd() % 4; p < NPAGES; ) {
-    size_t len = 1 + rnd() % 8;
+  for (size_t p = check_rnd() % 4; p < NPAGES; ) {
+    size_t len = 1 + check_rnd() % 8;
     if (p + len > NPAGES) len = NPAGES - p;
     runs[nruns][0] = p;
     runs[nruns][1] = len;
     nruns++;
-    p += len + rnd() % 4;
+    p += len + check_rnd() % 4;
   }
   /* add some in order (adjacent ones merge) and the rest shuffled */
   for (size_t i = nruns / 2; i + 1 < nruns; i++) {
-    size_t j = i + rnd() % (nruns - i);
+    size_t j = i + check_rnd() % (nruns - i);
     size_t t0 = runs[i][0], t1 = runs[i][1];
     runs[i][0] = runs[j][0];
     runs[i][1] = runs[j][1];

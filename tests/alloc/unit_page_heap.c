@@ -36,14 +36,6 @@
 
 #include "../check_core.h"
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return rs;
-}
-
 static arena_t ar; /* the test's own arena: nothing else uses it */
 
 typedef struct {
@@ -90,15 +82,15 @@ static size_t model_pages(void) {
 static void op_alloc_np(size_t np, size_t align);
 static void op_alloc(void) {
   if (nlive == MAXLIVE) return;
-  uint64_t r = rnd();
+  uint64_t r = check_rnd();
   size_t np;
   switch (r % 16) {
-  case 0: np = 1100 + rnd() % 2000; break;   /* past a 4 MiB chunk */
-  case 1: case 2: np = 129 + rnd() % 900; break; /* the power-of-two bins */
-  default: np = 1 + rnd() % 128; break;      /* a bin per length */
+  case 0: np = 1100 + check_rnd() % 2000; break;   /* past a 4 MiB chunk */
+  case 1: case 2: np = 129 + check_rnd() % 900; break; /* the power-of-two bins */
+  default: np = 1 + check_rnd() % 128; break;      /* a bin per length */
   }
   if (model_pages() + np > 24000) return; /* ~100 MiB live at most */
-  size_t align = (r >> 8) % 4 == 0 ? PAGE << (rnd() % 10) : PAGE; /* up to 2 MiB */
+  size_t align = (r >> 8) % 4 == 0 ? PAGE << (check_rnd() % 10) : PAGE; /* up to 2 MiB */
   op_alloc_np(np, align);
 }
 
@@ -119,7 +111,7 @@ static void op_alloc_np(size_t np, size_t align) {
   if (pg.zeroed)
     for (size_t i = 0; i < np; i++) {
       const uint64_t *p = (const uint64_t *)(pg.start + i * PAGE);
-      CHECKF(p[0] == 0 && p[PAGE / 8 - 1] == 0 && p[rnd() % (PAGE / 8)] == 0,
+      CHECKF(p[0] == 0 && p[PAGE / 8 - 1] == 0 && p[check_rnd() % (PAGE / 8)] == 0,
              "run said zeroed has data on page %zu of %zu", i, np);
     }
   live_t *l = &live[nlive++];
@@ -131,7 +123,7 @@ static void op_alloc_np(size_t np, size_t align) {
 
 static void op_free(void) {
   if (nlive == 0) return;
-  size_t i = rnd() % nlive;
+  size_t i = check_rnd() % nlive;
   check_tags(&live[i], "at free");
   pages_t pg = live[i].pg;
   live[i] = live[--nlive];
@@ -149,8 +141,8 @@ static void op_free(void) {
 /* In-place growth: the pages after a live run, if they are free. */
 static void op_take_at(void) {
   if (nlive == 0) return;
-  live_t *l = &live[rnd() % nlive];
-  size_t k = 1 + rnd() % (rnd() % 4 == 0 ? 600 : 16);
+  live_t *l = &live[check_rnd() % nlive];
+  size_t k = 1 + check_rnd() % (check_rnd() % 4 == 0 ? 600 : 16);
   uintptr_t at = END(l->pg), end = at + k * PAGE;
   bool want = end <= l->pg.chunk_hi && !overlaps_live(at, end, NULL);
   nlock_lock(&ar.heap_lock);
@@ -170,8 +162,8 @@ static void op_take_at(void) {
 static void move_grow_to(live_t *l, size_t np);
 static void op_move_grow(void) {
   if (nlive == 0) return;
-  live_t *l = &live[rnd() % nlive];
-  size_t np = l->pg.npages + 1 + rnd() % 3000;
+  live_t *l = &live[check_rnd() % nlive];
+  size_t np = l->pg.npages + 1 + check_rnd() % 3000;
   if (model_pages() + np - l->pg.npages > 24000) return;
   move_grow_to(l, np);
 }
@@ -214,7 +206,7 @@ static void move_grow_to(live_t *l, size_t np) {
 }
 
 static void op_purge(void) {
-  bool all = rnd() % 2;
+  bool all = check_rnd() % 2;
   nlock_lock(&ar.heap_lock);
   size_t dirty = ar.npages_dirty + ar.npages_muzzy;
   size_t n = pheap_purge(&ar, all);
@@ -347,7 +339,7 @@ static void move_grow_edges(void) {
 static void run(unsigned nops, ssize_t decay) {
   opt_dirty_decay_ms = decay;
   for (unsigned op = 0; op < nops; op++) {
-    unsigned r = (unsigned)(rnd() % 100);
+    unsigned r = (unsigned)(check_rnd() % 100);
     last_op = r < 40 ? 0 : r < 75 ? 1 : r < 88 ? 2 : r < 92 ? 3 : 4;
     switch (last_op) {
     case 0: op_alloc(); break;
@@ -383,7 +375,7 @@ static void run(unsigned nops, ssize_t decay) {
 
 int main(int argc, char **argv) {
   /* [seed [check-every]]: replay a failure, walk the heap after each op */
-  if (argc > 1) rs = strtoull(argv[1], NULL, 0);
+  if (argc > 1) check_rng = strtoull(argv[1], NULL, 0);
   if (argc > 2) check_every = (unsigned)strtoul(argv[2], NULL, 0);
   nalloc_free(nalloc_malloc(1)); /* boots the page map and base allocator */
   /* as arena_create sets one up; an index no real arena has */

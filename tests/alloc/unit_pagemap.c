@@ -15,13 +15,6 @@
 #include "../check_core.h"
 
 
-static uint64_t rs = 88172645463325252ULL;
-static uint64_t rnd(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return rs;
-}
 #define SPAN(x) ((struct span_s *)(uintptr_t)(x))
 #define LEAF_SPAN ((uintptr_t)PAGE << PM_LEAF_BITS) /* bytes per leaf */
 
@@ -51,9 +44,10 @@ static void *worker(void *arg) {
 }
 
 int main(void) {
+  check_rng = 88172645463325252ull;
   /* random pages anywhere below 2^47 */
   for (int i = 0; i < N; i++) {
-    uintptr_t a = (rnd() & (((uintptr_t)1 << PM_ADDR_BITS) - 1)) & ~(PAGE - 1);
+    uintptr_t a = (check_rnd() & (((uintptr_t)1 << PM_ADDR_BITS) - 1)) & ~(PAGE - 1);
     if (a == 0) a = PAGE;
     addr[i] = a;
     CHECKF(pagemap_reserve((void *)a, PAGE), "reserve %lx failed",

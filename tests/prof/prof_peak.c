@@ -53,14 +53,6 @@ static const char *const site_name[NSITE] = {
     "peak_site0", "peak_site1", "peak_site2", "peak_site3",
     "peak_site4", "peak_site5", "peak_site6", "peak_site7"};
 
-static uint64_t rng = 88172645463325252ull;
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-
 static void model_alloc(int site, size_t size, void *p) {
   objs[nobj++] = (obj_t){p, size, site};
   live[site].n++;
@@ -84,15 +76,15 @@ static void model_free(size_t i) {
 /* One random step: allocate with probability `up`, else free one. */
 static void step(double up) {
   bool alloc = nobj == 0 ||
-               (nobj < MAXLIVE && (double)(next() % 1000000) < up * 1e6);
+               (nobj < MAXLIVE && (double)(check_rnd() % 1000000) < up * 1e6);
   if (alloc) {
-    int site = (int)(next() % NSITE);
-    size_t size = 1 + (size_t)(next() % 3000);
+    int site = (int)(check_rnd() % NSITE);
+    size_t size = 1 + (size_t)(check_rnd() % 3000);
     void *p = site_fn[site](size);
     CHECK(p);
     model_alloc(site, size, p);
   } else {
-    model_free((size_t)(next() % nobj));
+    model_free((size_t)(check_rnd() % nobj));
   }
 }
 
@@ -210,6 +202,7 @@ static void sampled(void) {
 }
 
 int main(int argc, char **argv) {
+  check_rng = 88172645463325252ull;
   const char *mode = argc > 1 ? argv[1] : "exact";
   setvbuf(stdout, NULL, _IONBF, 0); /* no buffer allocated mid-run */
   if (!strcmp(mode, "off")) {

@@ -43,18 +43,11 @@
 static void *blk[W];
 static size_t bsz[W];
 static uint64_t btag[W];
-static uint64_t rs = 88172645463325252ull;
-static uint64_t rnd(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return rs;
-}
 /* log-uniform in [1 KiB, 64 KiB]: runs of 1 to 16 pages (the estimate
  * of objects of a few bytes at R = 2^19, each sampled one counting for
  * R/s of them, is too skewed for the bound below to say much) */
 static size_t rnd_size(void) {
-  double u = (double)(rnd() >> 11) * 0x1p-53;
+  double u = (double)(check_rnd() >> 11) * 0x1p-53;
   return (size_t)(1024 * pow(64, u));
 }
 
@@ -77,7 +70,7 @@ NOINL void *churn_alloc(size_t s, bool zero) {
 
 NOINL void churn(void) {
   for (long i = 0; i < OPS; i++) {
-    size_t k = rnd() % W;
+    size_t k = check_rnd() % W;
     if (blk[k]) {
       check_stamp(blk[k], bsz[k], btag[k]);
       t_free(blk[k]);
@@ -88,7 +81,7 @@ NOINL void churn(void) {
     CHECK(p != NULL);
     if (zero)
       for (size_t j = 0; j < s; j++) CHECK(p[j] == 0);
-    blk[k] = p, bsz[k] = s, btag[k] = rnd();
+    blk[k] = p, bsz[k] = s, btag[k] = check_rnd();
     stamp(p, s, btag[k]);
   }
 }
@@ -190,9 +183,9 @@ static void check_in_span(void) {
   for (int round = 0; round < 16; round++) {
     size_t nm = 0, nt = 0;
     for (size_t k = 0; k < W; k++) {
-      void *p = span_alloc(4096 + rnd() % 12288);
+      void *p = span_alloc(4096 + check_rnd() % 12288);
       CHECK(p != NULL);
-      if (rnd() & 1) theirs[nt++] = p;
+      if (check_rnd() & 1) theirs[nt++] = p;
       else mine[nm++] = p;
     }
     theirs[nt] = NULL;
@@ -221,6 +214,7 @@ static void *sampler(void *arg) {
 }
 
 int main(int argc, char **argv) {
+  check_rng = 88172645463325252ull;
   unsigned lg = argc > 1 ? (unsigned)atoi(argv[1]) : 16;
   size_t lgz = lg;
   CHECK(nalloc_ctl("prof.reset", NULL, NULL, &lgz, sizeof lgz) == 0);

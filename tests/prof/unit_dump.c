@@ -62,20 +62,12 @@ static struct {
 } objs[MAXOBJ];
 static size_t nobj;
 
-static uint64_t rs = 0x5851f42d4c957f2dull;
-static uint64_t rnd(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return rs;
-}
-
 /* Allocations from every site (sizes from 1 byte to large blocks), then
  * frees of about a third. */
 __attribute__((noinline)) void dump_drive(void) {
   for (int i = 0; i < 3000; i++) {
-    int s = (int)(rnd() % NSITES);
-    uint64_t r = rnd();
+    int s = (int)(check_rnd() % NSITES);
+    uint64_t r = check_rnd();
     size_t size = r % 50 == 0 ? 70000 + r % 300000 : 1 + r % (s == 0 ? 16 : 4096);
     void *p = sites[s](size);
     CHECKF(p != NULL, "nalloc_malloc(%zu)", size);
@@ -89,7 +81,7 @@ __attribute__((noinline)) void dump_drive(void) {
 
 static void free_some(void) {
   for (size_t i = 0; i < nobj;)
-    if (rnd() % 3 == 0) {
+    if (check_rnd() % 3 == 0) {
       truth[objs[i].site].n--;
       truth[objs[i].site].b -= objs[i].size;
       nalloc_free(objs[i].p);
@@ -232,6 +224,7 @@ static void set_active(bool v) {
 }
 
 int main(void) {
+  check_rng = 0x5851f42d4c957f2dull;
   size_t lg = 1, sz = sizeof lg;
   CHECKF(nalloc_ctl("prof.lg_sample", &lg, &sz, NULL, 0) == 0 && lg == 0,
          "run with NALLOC_CONF=prof:true,lg_prof_sample:0,prof_active:false (lg %zu)", lg);

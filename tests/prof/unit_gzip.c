@@ -14,14 +14,6 @@
 
 #include "../check_core.h"
 
-static uint64_t rng = 88172645463325252ull;
-static uint32_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (uint32_t)rng;
-}
-
 /* Compresses in[0, n) with ph_gzip, inflates it with zlib, compares.
  * Returns the compressed size. */
 static size_t roundtrip(const unsigned char *in, size_t n, const char *what) {
@@ -52,6 +44,7 @@ static size_t roundtrip(const unsigned char *in, size_t n, const char *what) {
 }
 
 int main(void) {
+  check_rng = 88172645463325252ull;
   roundtrip((const unsigned char *)"", 0, "empty");
   roundtrip((const unsigned char *)"x", 1, "one byte");
   const char *txt = "heap profile: 114: 7120 [142: 59278] @ heapprofile\n";
@@ -59,7 +52,7 @@ int main(void) {
 
   size_t n = 3 << 20;
   unsigned char *b = malloc(n);
-  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)next();
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)check_rnd();
   size_t c = roundtrip(b, n, "random 3 MiB");
   CHECK(c <= n + n / 8 + 64); /* the bound ph_gzip reserves */
 
@@ -70,7 +63,7 @@ int main(void) {
   /* A pattern whose repeats are exactly 32768 bytes apart (the largest
    * distance deflate allows) and just beyond. */
   for (int period = 32767; period <= 32769; period++) {
-    for (size_t i = 0; i < (size_t)period; i++) b[i] = (unsigned char)next();
+    for (size_t i = 0; i < (size_t)period; i++) b[i] = (unsigned char)check_rnd();
     for (size_t i = (size_t)period; i < 200000; i++) b[i] = b[i - (size_t)period];
     char what[40];
     snprintf(what, sizeof what, "period %d", period);
@@ -81,16 +74,18 @@ int main(void) {
   /* Profile-like: varint-ish ids and repeated stacks of hex addresses. */
   size_t at = 0;
   while (at + 200 < n) {
+    uint32_t r[6];
+    for (int k = 0; k < 6; k++) r[k] = (uint32_t)check_rnd();
     at += (size_t)snprintf((char *)b + at, 200, "%u: %u [%u: %u] @ 0x55%08x 0x7f%08x\n",
-                           next() % 100, next() % 100000, next() % 100,
-                           next() % 100000, next() % 4096, next() % 65536);
+                           r[0] % 100, r[1] % 100000, r[2] % 100, r[3] % 100000, r[4] % 4096,
+                           r[5] % 65536);
   }
   c = roundtrip(b, at, "profile-like text");
   CHECK(c < at / 2);
   for (size_t len = 0; len < 300; len++) roundtrip(b + len * 7, len, "short");
 
   /* CRC-32 as zlib computes it, in pieces too. */
-  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)next();
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)check_rnd();
   uint32_t mine = ph_crc32(ph_crc32(0, b, 1000), b + 1000, n - 1000);
   CHECK(mine == (uint32_t)crc32(0, b, (uInt)n));
   free(b);

@@ -35,15 +35,8 @@
 
 #include "../check_core.h"
 
-static uint64_t rs = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return rs;
-}
 /* uniform in [0, 1) */
-static double unif(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+static double unif(void) { return (double)(check_rnd() >> 11) * 0x1p-53; }
 
 static double rel(double got, double want) {
   return want == 0 ? fabs(got) : fabs(got - want) / fabs(want);
@@ -68,7 +61,7 @@ static void check_ln(void) {
   CHECKF(prof_ln(1) == 0, "ln(1) = %g", prof_ln(1));
   /* log-uniform over the whole positive range, subnormals included */
   for (int i = 0; i < 2000000; i++) {
-    double x = ldexp(1 + unif(), (int)(rnd() % 2100) - 1074);
+    double x = ldexp(1 + unif(), (int)(check_rnd() % 2100) - 1074);
     if (x == 0 || isinf(x) || x == 1) continue;
     LN_AT(x);
   }
@@ -103,10 +96,10 @@ static void check_ln_unit(void) {
   for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) LNU_AT(fixed[i]);
   for (int i = 0; i < 2000000; i++) {
     /* what prof_draw_wait draws: (k + 1) 2^-53, k uniform on 53 bits */
-    double u = (double)(int64_t)((rnd() >> 11) + 1) * 0x1p-53;
+    double u = (double)(int64_t)((check_rnd() >> 11) + 1) * 0x1p-53;
     LNU_AT(u);
     /* and log-uniform down to 2^-53 */
-    double v = ldexp(1 + unif(), -1 - (int)(rnd() % 53));
+    double v = ldexp(1 + unif(), -1 - (int)(check_rnd() % 53));
     LNU_AT(v);
   }
 #undef LNU_AT
@@ -218,7 +211,7 @@ static void check_unbias(void) {
     double R = ldexp(1, (int)lg);
     for (int i = 0; i < 20000; i++) {
       /* sizes log-uniform from 1 byte to 2^36 */
-      size_t s = (size_t)ldexp(1 + unif(), (int)(rnd() % 36));
+      size_t s = (size_t)ldexp(1 + unif(), (int)(check_rnd() % 36));
       uint64_t uo, ub;
       prof_unbias_one(s, lg, &uo, &ub);
       double P = -expm1(-(double)s / R);
@@ -251,8 +244,8 @@ static void check_invert(void) {
   for (unsigned lg = 1; lg <= 24; lg++) {
     double R = ldexp(1, (int)lg);
     for (int i = 0; i < 5000; i++) {
-      size_t s = (size_t)ldexp(1 + unif(), (int)(rnd() % 30));
-      uint64_t k = 1 + rnd() % 1000;
+      size_t s = (size_t)ldexp(1 + unif(), (int)(check_rnd() % 30));
+      uint64_t k = 1 + check_rnd() % 1000;
       uint64_t uo, ub, n, b;
       prof_unbias_one(s, lg, &uo, &ub);
       /* k samples of one stack and size, summed as the profiler does */
@@ -283,7 +276,7 @@ static void check_invert(void) {
     }
     /* arbitrary (C, S) pairs, as a stack with several sizes has */
     for (int i = 0; i < 5000; i++) {
-      uint64_t C = (1 + rnd() % 100000) << (rnd() % 8), S = 1 + rnd() % (1ull << 40);
+      uint64_t C = (1 + check_rnd() % 100000) << (check_rnd() % 8), S = 1 + check_rnd() % (1ull << 40);
       if (S * 1024 < C) continue; /* average size under 1 byte: not a real line */
       uint64_t n, b;
       prof_invert(C, S, lg, &n, &b);
@@ -301,6 +294,7 @@ static void check_invert(void) {
 }
 
 int main(void) {
+  check_rng = 0x2545f4914f6cdd1dull;
   check_ln();
   check_ln_unit();
   check_exp();
