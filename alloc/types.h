@@ -116,8 +116,8 @@ typedef struct span_s {
    * when the span changes owner or takes its first sample: on this line,
    * not on the next two, which the owner writes as the span moves
    * between its lists (next, prev, list) and remote frees announce it
-   * (rnext). Issue 11: a remote free read four lines of the record
-   * (this one, owner's, prof's and the bitmap's), now two. */
+   * (rnext). Issue 11: a remote free read five lines of the record
+   * (this one, owner's, prof's and the two bitmap words'), now three. */
   _Atomic(struct heap_s *) owner; /* SPAN_SMALL: NULL while abandoned */
   /* Profiling. SPAN_SMALL: sample_slot_t[nslots], NULL while nothing in
    * the span was sampled. SPAN_LARGE: the block's tctx and size. */
