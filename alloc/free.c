@@ -219,10 +219,7 @@ static NALLOC_NOINLINE void free_slot_plain(void *p, span_t *s, uint32_t i, int 
   /* another thread's block: straight to its remote bitmap (a shared
    * heap's spans and h's own full spans take free_small's way) */
   if (likely(owner != h && (owner == NULL || owner->lock == NULL))) {
-    unsigned ai;
-    int st = span_push_remote_st(s, i, &ai);
-    if (unlikely(st < 0)) double_free(fn, p);
-    if (unlikely(st == SN_WANT || st == SN_ORPHAN)) span_remote_note(s, st, ai);
+    if (unlikely(!span_push_remote(s, i))) double_free(fn, p);
     return;
   }
   free_slot_plain_rest(p, s, i, fn, h);

@@ -158,38 +158,29 @@ uint32_t span_collect(span_t *s);
  * nothing for any other state. */
 void span_remote_note(span_t *s, int st, unsigned ai);
 
-/* Any thread but the owner: sets slot i's bit in the remote bitmap. -1:
- * the slot was already free (nothing changed). Else the span's notify
- * state read after the bit, for span_remote_note, with *ai the span's
- * arena (read before the bit: once it is set, the span may be emptied
- * and given back by another thread at any moment, so only its atomic
- * fields are read after; the record itself stays a span record).
- * Inline, and the note a call its caller can make its tail (issue 11):
- * as a call from free_slot_plain, each remote free paid a call, a frame
- * and a return. */
-static NALLOC_ALWAYS_INLINE int span_push_remote_st(span_t *s, uint32_t i, unsigned *ai) {
+/* Any thread but the owner: frees slot i through the remote bitmap, and
+ * announces the span if its owner wants to hear (span_remote_note, with
+ * notify read after the bit). False: the slot was already free (nothing
+ * changed). The arena is read before the bit: once it is set, the span
+ * may be emptied and given back by another thread at any moment, so only
+ * its atomic fields are read after (the record itself stays a span
+ * record). Inline, so that the note is a tail call of the caller (issue
+ * 11: as a call from free_slot_plain, each remote free paid a call, a
+ * frame and a return). */
+static NALLOC_ALWAYS_INLINE bool span_push_remote(span_t *s, uint32_t i) {
   uint32_t w = i >> 6;
   uint64_t bit = (uint64_t)1 << (i & 63);
-  *ai = s->arena;
-  if (load_rlx(&s->bits[w]) & bit) return -1;
+  unsigned ai = s->arena;
+  if (load_rlx(&s->bits[w]) & bit) return false;
   uint64_t old = atomic_fetch_or_explicit(&span_rbits(s)[w], bit, memory_order_seq_cst);
-  if (old & bit) return -1;
+  if (old & bit) return false;
   /* the owner's frees check the remote bitmap from now on (span_push_at):
    * for the rest of the span's life, so the flag is written once, not
    * once a collection (each write takes the line of malloc's counters
    * from the owner). Set after the bit: a record recycled meanwhile only
    * gets a needless look at its remote bitmap. */
   if (!load_racy(&s->rpending)) store_rlx(&s->rpending, 1);
-  return atomic_load_explicit(&s->notify, memory_order_seq_cst);
-}
-
-/* Any thread but the owner: frees slot i through the remote bitmap, and
- * announces the span if its owner wants to hear. False: the slot was
- * already free (nothing changed). */
-static inline bool span_push_remote(span_t *s, uint32_t i) {
-  unsigned ai;
-  int st = span_push_remote_st(s, i, &ai);
-  if (st < 0) return false;
+  int st = atomic_load_explicit(&s->notify, memory_order_seq_cst);
   if (unlikely(st == SN_WANT || st == SN_ORPHAN)) span_remote_note(s, st, ai);
   return true;
 }
