@@ -264,18 +264,21 @@ bool conf_parse(const char *conf) {
 /* getenv("NALLOC_CONF") without getenv: the constructor runs in every
  * process, and its first call of a libc function costs a lazy binding
  * (_dl_runtime_resolve, ~750 instructions by callgrind) on top of the
- * call; `environ` is bound once the library is loaded. */
+ * call; `environ` is bound once the library is loaded. The name is
+ * compared byte by byte against immediates, not a string: a process that
+ * never allocates then touches no page of the library's read-only data
+ * (one page fault less for /bin/true). */
 extern char **environ;
 
+static bool conf_is_ours(const char *e) {
+  return e[0] == 'N' && e[1] == 'A' && e[2] == 'L' && e[3] == 'L' && e[4] == 'O' &&
+         e[5] == 'C' && e[6] == '_' && e[7] == 'C' && e[8] == 'O' && e[9] == 'N' &&
+         e[10] == 'F' && e[11] == '=';
+}
+
 static const char *conf_getenv(void) {
-  static const char key[] = "NALLOC_CONF=";
-  char **env = environ;
-  for (; env != NULL && *env != NULL; env++) {
-    const char *e = *env;
-    size_t i = 0;
-    while (key[i] != '\0' && e[i] == key[i]) i++;
-    if (key[i] == '\0') return e + i;
-  }
+  for (char **env = environ; env != NULL && *env != NULL; env++)
+    if (conf_is_ours(*env)) return *env + 12;
   return NULL;
 }
 
