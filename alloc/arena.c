@@ -20,6 +20,12 @@ static nlock_t arenas_lock = NLOCK_INITIALIZER(LOCK_ARENAS);
 /* At boot, and again when NUMA discovery (node_discover) sets the real
  * count; never fewer than a fork child's arena_usable already added. */
 void arena_boot(void) {
+  /* The table's first page is touched first by a write (a compare-exchange
+   * of NULL for NULL writes even when it fails): one page fault, where
+   * arena_get's load maps the zero page and its store copies it, two. */
+  arena_t *none = NULL;
+  atomic_compare_exchange_strong_explicit(&arenas[0], &none, NULL, memory_order_relaxed,
+                                          memory_order_relaxed);
   unsigned n = node_arena_count();
   if (n > arenas_count) arenas_count = n;
 }

@@ -14,7 +14,10 @@
  * reports nodes or arenas. */
 #include "boot.h"
 
+#include <linux/futex.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "background.h"
@@ -29,7 +32,29 @@
 enum { BOOT_NONE, BOOT_CONF, BOOT_RUNNING, BOOT_DONE };
 static _Atomic int boot_state;
 static _Atomic bool boot_discovered; /* node_discover ran */
-static pthread_mutex_t boot_mtx = PTHREAD_MUTEX_INITIALIZER;
+/* The boot lock: a futex word (0 free, 1 held, 2 held and waited for), not
+ * a pthread mutex: the constructor takes it in every process, and the
+ * first calls of pthread_mutex_lock and _unlock cost two lazy bindings
+ * (~1,600 instructions of _dl_runtime_resolve, callgrind). Unranked, as
+ * the mutex was: it is taken before any nlock, never inside one. */
+static _Atomic uint32_t boot_mtx;
+
+static void boot_lock(void) {
+  uint32_t c = 0;
+  if (likely(atomic_compare_exchange_strong_explicit(&boot_mtx, &c, 1, memory_order_acquire,
+                                                     memory_order_relaxed)))
+    return;
+  if (c != 2) c = atomic_exchange_explicit(&boot_mtx, 2, memory_order_acquire);
+  while (c != 0) {
+    syscall(SYS_futex, &boot_mtx, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    c = atomic_exchange_explicit(&boot_mtx, 2, memory_order_acquire);
+  }
+}
+
+static void boot_unlock(void) {
+  if (atomic_exchange_explicit(&boot_mtx, 0, memory_order_release) == 2)
+    syscall(SYS_futex, &boot_mtx, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 /* Under boot_mtx: NALLOC_CONF, once. */
 static void boot_conf_locked(void) {
@@ -42,7 +67,7 @@ static void boot_conf_locked(void) {
 void nalloc_boot(void) {
   if (likely(atomic_load_explicit(&boot_state, memory_order_acquire) == BOOT_DONE))
     return;
-  pthread_mutex_lock(&boot_mtx);
+  boot_lock();
   if (atomic_load_explicit(&boot_state, memory_order_relaxed) != BOOT_DONE) {
     boot_conf_locked();
     atomic_store_explicit(&boot_state, BOOT_RUNNING, memory_order_relaxed);
@@ -55,19 +80,19 @@ void nalloc_boot(void) {
     atomic_store_explicit(&boot_state, BOOT_DONE, memory_order_release);
     pthread_atfork(nalloc_prefork, nalloc_postfork_parent, nalloc_postfork_child);
   }
-  pthread_mutex_unlock(&boot_mtx);
+  boot_unlock();
 }
 
 void nalloc_boot_discover(void) {
   if (likely(atomic_load_explicit(&boot_discovered, memory_order_acquire))) return;
   nalloc_boot();
-  pthread_mutex_lock(&boot_mtx);
+  boot_lock();
   if (!atomic_load_explicit(&boot_discovered, memory_order_relaxed)) {
     node_discover();
     arena_boot();
     atomic_store_explicit(&boot_discovered, true, memory_order_release);
   }
-  pthread_mutex_unlock(&boot_mtx);
+  boot_unlock();
 }
 
 /* The prepare handler does not take boot_mtx: NUMA discovery may run at
@@ -77,7 +102,7 @@ void nalloc_boot_discover(void) {
  * (boot_discovered is set last, and node_discover recomputes every value
  * from scratch), so the child re-initialises the lock and discovers again
  * when it needs to. */
-void nalloc_boot_postfork_child(void) { pthread_mutex_init(&boot_mtx, NULL); }
+void nalloc_boot_postfork_child(void) { atomic_store_explicit(&boot_mtx, 0, memory_order_relaxed); }
 
 static void stats_print_atexit(void) {
   nalloc_boot_discover();
@@ -85,9 +110,9 @@ static void stats_print_atexit(void) {
 }
 
 __attribute__((constructor)) static void nalloc_ctor(void) {
-  pthread_mutex_lock(&boot_mtx);
+  boot_lock();
   boot_conf_locked();
-  pthread_mutex_unlock(&boot_mtx);
+  boot_unlock();
   if (opt_prof) nalloc_boot(); /* the decay thread is only armed here */
   prof_boot_late();
   background_start();

@@ -18,7 +18,12 @@ bool pagemap_reserve(const void *p, size_t size) {
   uintptr_t last = ((uintptr_t)p + size - 1) >> LG_PAGE;
   if (last >> (PM_ADDR_BITS - LG_PAGE)) return false;
   for (uintptr_t i = first >> PM_LEAF_BITS; i <= last >> PM_LEAF_BITS; i++) {
-    if (atomic_load_explicit(&pm.root[i], memory_order_acquire)) continue;
+    /* Read by adding 0 (lock xadd, where a fetch_or whose result is used
+     * is a load and a cmpxchg loop): the first access to the entry's page
+     * is then a write, one page fault, where a load maps the zero page and
+     * the store below copies it, two. A process's first range touches
+     * that page first here. */
+    if (atomic_fetch_add_explicit(&pm.root[i], 0, memory_order_acquire)) continue;
     nlock_lock(&pm_lock);
     if (!atomic_load_explicit(&pm.root[i], memory_order_relaxed)) {
       pm_leaf_t *leaf = &pm_first_leaf;

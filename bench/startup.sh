@@ -166,3 +166,18 @@ if [ -n "${m_wall[0]:-}" ]; then
   echo
   echo "Each target: make's shell runs sh -c 'sed ... | cat > out' && /bin/true (5 processes); medians of $rounds alternated rounds."
 fi
+
+# The library's RELRO segment: every page of it is written by the loader
+# (relocations, then mprotect) in every process, one page fault each; the
+# tables of the option and ctl rows fill it to just under two pages
+# (alloc/README.md, "Start-up").
+relro_pages() { # lib
+  command -v readelf >/dev/null || return 0
+  local v s
+  read -r v s < <(readelf -lW "$1" | awk '$1 == "GNU_RELRO" {print $3, $6}')
+  [ -n "${v:-}" ] || return 0
+  echo "$(basename "$1"): GNU_RELRO $((s)) bytes, $(( (v + s + 4095) / 4096 - v / 4096 )) pages"
+}
+echo
+relro_pages "$lib"
+[ -z "${BASE:-}" ] || relro_pages "$(readlink -f "$BASE")"
