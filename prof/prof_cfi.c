@@ -37,14 +37,15 @@ static nlock_t cfi_lock = NLOCK_INITIALIZER(LOCK_PROF_UNWIND); /* inserts and gr
 
 static uint64_t cfi_compute(uintptr_t pc);
 
-/* The first table has 256 slots (4 KiB, from the base allocator's chunk):
- * a small program walks through a few dozen return addresses, and a first
- * table of 4096 (64 KiB, mapped on its own) had five of its pages touched
- * for a one-stack program's five. Past it the table goes straight to 4096
- * and doubles from there: the old tables stay allocated (readers may hold
- * them), so growing by doubling from 256 would leave 60 KiB more behind in
- * a program that outgrows 4096 than before; this way 4 KiB. */
-#define CFI_CAP0 256
+/* The first table has 128 slots (2 KiB, from the base allocator's chunk:
+ * one page, where 4 KiB and its header would straddle two): a small
+ * program walks through a few dozen return addresses, and a first table
+ * of 4096 (64 KiB, mapped on its own) had five of its pages touched for a
+ * one-stack program's five. Past it the table goes straight to 4096 and
+ * doubles from there: the old tables stay allocated (readers may hold
+ * them), so growing by doubling from 128 would leave 62 KiB more behind in
+ * a program that outgrows 4096 than before; this way 2 KiB. */
+#define CFI_CAP0 128
 #define CFI_CAP1 4096
 static size_t cfi_grown(size_t cap) {
   return cap < CFI_CAP1 ? CFI_CAP1 : cap * 2;
