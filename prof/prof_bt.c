@@ -536,6 +536,10 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
     from = s->f[r].wend;
   }
   nalloc_assert(nk - from <= PROF_WALK_WORDS);
+  if (w->word == NULL) { /* the head's first walk: one record each */
+    nalloc_assert(td->walk_nrec < PROF_WALKS);
+    w->word = &td->walk_word[td->walk_nrec++];
+  }
   memcpy(w->word->val, s->val + from, (nk - from) * sizeof *s->val);
   bt_rebase(w->word->off, s->off + from, nk - from, (int32_t)(hi - sp0));
   w->nwords = nk - from;

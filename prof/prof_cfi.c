@@ -37,6 +37,20 @@ static nlock_t cfi_lock = NLOCK_INITIALIZER(LOCK_PROF_UNWIND); /* inserts and gr
 
 static uint64_t cfi_compute(uintptr_t pc);
 
+/* The first table has 128 slots (2 KiB, from the base allocator's chunk:
+ * one page, where 4 KiB and its header would straddle two): a small
+ * program walks through a few dozen return addresses, and a first table
+ * of 4096 (64 KiB, mapped on its own) had five of its pages touched for a
+ * one-stack program's five. Past it the table goes straight to 4096 and
+ * doubles from there: the old tables stay allocated (readers may hold
+ * them), so growing by doubling from 128 would leave 62 KiB more behind in
+ * a program that outgrows 4096 than before; this way 2 KiB. */
+#define CFI_CAP0 128
+#define CFI_CAP1 4096
+static size_t cfi_grown(size_t cap) {
+  return cap < CFI_CAP1 ? CFI_CAP1 : cap * 2;
+}
+
 static prof_cfi_tab_t *tab_new(size_t cap) {
   prof_cfi_tab_t *t = base_alloc(sizeof *t + cap * sizeof(prof_cfi_slot_t));
   if (t != NULL) t->mask = cap - 1;
@@ -62,7 +76,7 @@ NALLOC_NOINLINE uint64_t prof_cfi_miss(uintptr_t pc) {
   nlock_lock(&cfi_lock);
   prof_cfi_tab_t *t = atomic_load_explicit(&prof_cfi_tab, memory_order_relaxed);
   if (t == NULL || (t->n + 1) * 2 > t->mask + 1) {
-    prof_cfi_tab_t *nt = tab_new(t == NULL ? 4096 : (t->mask + 1) * 2);
+    prof_cfi_tab_t *nt = tab_new(t == NULL ? CFI_CAP0 : cfi_grown(t->mask + 1));
     if (nt == NULL) {
       nlock_unlock(&cfi_lock);
       return rule; /* no memory: answer without caching */

@@ -709,14 +709,18 @@ static prof_tdata_t *tdata_create(tsd_t *tsd, prof_tdata_t *old) {
    * (prof_bt.c). The 9.2 KB memset was 1.51M of the 1.35M instructions
    * prof:true added to bench-threads -t 1 -s 0.015 (callgrind; rep stosb
    * counts a byte an instruction), more than all the rest. */
+  bool reused;
   prof_tdata_t *td = prof_mem_alloc_head(sizeof *td, PM_TDATA,
-                                         offsetof(prof_tdata_t, walks));
+                                         offsetof(prof_tdata_t, walks), &reused);
   if (td == NULL) return NULL;
-  memset(td->walk_lru, 0, PROF_TDATA_ZERO - offsetof(prof_tdata_t, walk_lru));
   td->rec.in_tdata = true;
-  for (int i = 0; i < PROF_WALKS; i++) {
-    td->walks[i].tctx = NULL;
-    td->walks[i].word = &td->walk_word[i];
+  /* a fresh one reads as zero: writing its heads faulted in their 8 KB */
+  if (reused) {
+    memset(td->walk_lru, 0, PROF_TDATA_ZERO - offsetof(prof_tdata_t, walk_lru));
+    for (int i = 0; i < PROF_WALKS; i++) {
+      td->walks[i].tctx = NULL;
+      td->walks[i].word = NULL; /* walk_nrec is 0 again */
+    }
   }
   td->prng = (uint64_t)(uintptr_t)tsd ^ nalloc_now_ns() ^
              ((uint64_t)getpid() << 32);

@@ -409,10 +409,12 @@ typedef struct {
    * PROF_WALK_NOSFX: *word holds every word. */
   unsigned sfx_c;
   uint64_t sfx_ver;
-  /* its words: td->walk_word[w - td->walks], apart from the heads so that
-   * a reused tdata needs only its heads zeroed (PROF_TDATA_ZERO); a
-   * pointer (set when the tdata is made), not an index: indexing cost
-   * test_json's replays 8 instructions an allocation. Offsets from sp. */
+  /* its words: one of td->walk_word[], apart from the heads so that a
+   * reused tdata needs only its heads zeroed (PROF_TDATA_ZERO); a pointer,
+   * not an index: indexing cost test_json's replays 8 instructions an
+   * allocation. Handed out in order when the head first records a walk
+   * (NULL until then), so that a thread with a few stacks touches a page
+   * or two of the 96 KiB, not a page a stack. Offsets from sp. */
   prof_walk_rec_t *word;
 } prof_walk_t;
 #define PROF_WALK_NOSFX ((unsigned)-1)
@@ -437,18 +439,21 @@ typedef struct {
   unsigned n;     /* frames (0: none) */
   bool cut;       /* stopped at the depth limit: f[0] is not the root */
   uint64_t gen;   /* walks that wrote frames here: the next version */
+  /* The arrays are used from their starts but pc from its end, so pc's
+   * end, ver's and off's starts share a page: a shallow walk touches
+   * three of the 21 KB's pages (four in the order f, ver, pc, val, off). */
   prof_sfx_frame_t f[PROF_DEPTH_MAX];
+  /* f[r]'s return address at pc[PROF_DEPTH_MAX - 1 - r]: the frames from
+   * any one out lie leaf first, as a walk's result does (one memcpy) */
+  uintptr_t pc[PROF_DEPTH_MAX];
   /* the walk (gen) that wrote f[r] last. A walk writes every frame from
    * its join inward and none further out, so while ver[r] is unchanged
    * f[0, r] and word[0, f[r].wend) are too: a replay record that counts
    * on them checks this one number */
   uint64_t ver[PROF_DEPTH_MAX];
-  /* f[r]'s return address at pc[PROF_DEPTH_MAX - 1 - r]: the frames from
-   * any one out lie leaf first, as a walk's result does (one memcpy) */
-  uintptr_t pc[PROF_DEPTH_MAX];
   /* the words, offsets from hi (so at most 0) */
-  uintptr_t val[PROF_SFX_WORDS];
   int32_t off[PROF_SFX_WORDS];
+  uintptr_t val[PROF_SFX_WORDS];
 } prof_sfx_t;
 /* A walk in progress, leaf first (prof_bt.c's scratch): each frame's
  * state, the index of its first word read and of its saved-rbp word. */
@@ -504,6 +509,7 @@ typedef struct prof_tdata_s {
   prof_walk_t walks[PROF_WALKS];    /* dwarf: recent walks, by (pc, sp) */
   uint8_t walk_lru[PROF_WALKS / 2]; /* per set: the way to replace next */
   size_t tab_cap, tab_n;
+  unsigned walk_nrec;               /* walk_word[] handed out (prof_bt.c) */
   /* From sfx.f on, nothing is read before it is written (a record's frames
    * and words below sfx.n, a walk's words once its head names a tctx, the
    * walk's scratch), so a tdata is zeroed only up to there: the walk
@@ -513,7 +519,9 @@ typedef struct prof_tdata_s {
   prof_sfx_t sfx;                   /* dwarf: the last full walk */
   prof_bt_frame_t bt_fr[PROF_DEPTH_MAX + 1]; /* dwarf: the walk's scratch */
   prof_walk_word_t bt_word[PROF_SFX_WORDS];
-  prof_walk_rec_t walk_word[PROF_WALKS]; /* of walks[] */
+  /* of walks[], handed out in order; on a page boundary (a tdata is
+   * page-aligned), so that the first five fit in one page, not two */
+  _Alignas(PAGE) prof_walk_rec_t walk_word[PROF_WALKS];
 } prof_tdata_t;
 #define PROF_TDATA_ZERO offsetof(prof_tdata_t, sfx.f)
 /* tdata_create zeroes around the walk heads, whose tctx alone it clears */
@@ -530,8 +538,10 @@ enum { PM_GCTX, PM_TCTX, PM_TDATA, PM_TREC, PM_TAB, PM_DUMP, PM_NKINDS };
  * counter lines), else 32-aligned. */
 void *prof_mem_alloc(size_t size, unsigned kind);
 /* The same, but only [0, zero) is sure to be zeroed (the rest is what a
- * reused block held: a fresh mapping reads as zero, untouched). */
-void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero);
+ * reused block held: a fresh mapping reads as zero, untouched); *reused
+ * (if not NULL) says which it was. */
+void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero,
+                          bool *reused);
 void prof_mem_free(void *p, size_t size, unsigned kind);
 size_t prof_mem_mapped(void);
 size_t prof_mem_used(unsigned kind);

@@ -85,6 +85,52 @@ static slab_t *slab_map(unsigned c) {
   return sl;
 }
 
+/* The starter slab: the first 64 KiB of records, of every class, bumped
+ * out of one slab. A process with a few stacks has a gctx, its extension,
+ * a tctx, the owner's table and the gctx table: five classes, and with a
+ * slab each, five slabs with a page touched in each (and the slab header's
+ * page is where the first blocks go). Here they share pages. Its header
+ * keeps a free list per class and the class of each 32-byte grain where a
+ * block starts (a block of the class is handed out again); it is never
+ * unmapped. Only a class without a regular slab that has room takes from it
+ * (so that regular slabs still fill up and empty). mem_lock. */
+#define START_GRAIN 32
+typedef struct {
+  slab_t h;                               /* cls: NCLASS */
+  void *free[NCLASS];
+  uint8_t cls[SLAB / START_GRAIN];        /* of the block starting there */
+} start_hdr_t;
+/* set once (mem_lock); read without it by frees, to tell its blocks */
+static _Atomic(start_hdr_t *) start_slab;
+
+/* A block of class c from the starter slab, NULL if it has no room for
+ * one (it is made the first time). *used: it was handed out before. */
+static void *start_take(unsigned c, bool *used) {
+  size_t sz = cls_size(c);
+  start_hdr_t *start = atomic_load_explicit(&start_slab, memory_order_relaxed);
+  if (start == NULL) {
+    slab_t *s = slab_map(0);
+    if (s == NULL) return NULL;
+    start = (start_hdr_t *)s;
+    s->cls = NCLASS;
+    s->bump = (char *)start + ALIGN_UP(sizeof *start, CACHELINE);
+    s->end = (char *)start + SLAB;
+    atomic_store_explicit(&start_slab, start, memory_order_release);
+  }
+  void *p = start->free[c];
+  if ((*used = p != NULL)) {
+    start->free[c] = *(void **)p;
+    return p;
+  }
+  /* classes that are multiples of 64 keep their blocks on lines, as in
+   * their slabs (a sampled tctx's counters) */
+  char *b = (char *)ALIGN_UP((uintptr_t)start->h.bump, sz % 64 == 0 ? 64 : 32);
+  if (sz > (size_t)(start->h.end - b)) return NULL;
+  start->cls[(size_t)(b - (char *)start) / START_GRAIN] = (uint8_t)c;
+  start->h.bump = b + sz;
+  return b;
+}
+
 static void list_del(slab_t *s) {
   if (s->prev) s->prev->next = s->next;
   else partial[s->cls] = s->next;
@@ -100,12 +146,14 @@ static void list_push(slab_t *s) {
 }
 
 void *prof_mem_alloc(size_t size, unsigned kind) {
-  return prof_mem_alloc_head(size, kind, size);
+  return prof_mem_alloc_head(size, kind, size, NULL);
 }
 
 /* A reused big block is zeroed only up to `zero`: a tdata's walk caches
  * (~170 KB of it) are written before they are read. */
-void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero) {
+void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero,
+                          bool *reused) {
+  if (reused != NULL) *reused = false;
   if (size == 0) size = 1;
   nalloc_assert(zero <= size);
   if (size > PROF_MEM_SLAB_MAX) {
@@ -119,6 +167,7 @@ void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero) {
     nlock_unlock(&mem_lock);
     if (p != NULL) {
       memset(p, 0, zero);
+      if (reused != NULL) *reused = true;
       atomic_fetch_add_explicit(&mem_kind[kind], n, memory_order_relaxed);
       return p;
     }
@@ -129,8 +178,14 @@ void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero) {
     return p; /* fresh pages read as zero */
   }
   unsigned c = cls_of(size);
+  void *p;
+  bool used;
   nlock_lock(&mem_lock);
   slab_t *s = partial[c];
+  if (s == NULL && (p = start_take(c, &used)) != NULL) {
+    nlock_unlock(&mem_lock);
+    goto got;
+  }
   if (s == NULL) {
     if ((s = spare[c]) != NULL) {
       spare[c] = NULL;
@@ -140,8 +195,8 @@ void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero) {
     }
     list_push(s);
   }
-  void *p;
-  if (s->free != NULL) {
+  used = s->free != NULL;
+  if (used) {
     p = s->free;
     s->free = *(void **)p;
   } else {
@@ -150,7 +205,12 @@ void *prof_mem_alloc_head(size_t size, unsigned kind, size_t zero) {
   }
   if (--s->nfree == 0) list_del(s);
   nlock_unlock(&mem_lock);
-  memset(p, 0, cls_size(c));
+got:
+  /* Past the bump pointer a slab has never been written (a kept spare's
+   * too): its pages read as zero, and zeroing them would fault them in
+   * (the gctx table's first 8 KiB: three pages for one stack). */
+  if (used) memset(p, 0, cls_size(c));
+  if (reused != NULL) *reused = used;
   atomic_fetch_add_explicit(&mem_kind[kind], cls_size(c), memory_order_relaxed);
   return p;
 }
@@ -179,6 +239,17 @@ void prof_mem_free(void *p, size_t size, unsigned kind) {
     return;
   }
   slab_t *s = (slab_t *)((uintptr_t)p & ~(SLAB - 1)), *gone = NULL;
+  start_hdr_t *start = atomic_load_explicit(&start_slab, memory_order_acquire);
+  if ((void *)s == (void *)start) {
+    nlock_lock(&mem_lock);
+    unsigned c = start->cls[((uintptr_t)p - (uintptr_t)s) / START_GRAIN];
+    nalloc_assert(c == cls_of(size));
+    *(void **)p = start->free[c];
+    start->free[c] = p;
+    nlock_unlock(&mem_lock);
+    atomic_fetch_sub_explicit(&mem_kind[kind], cls_size(c), memory_order_relaxed);
+    return;
+  }
   atomic_fetch_sub_explicit(&mem_kind[kind], cls_size(s->cls), memory_order_relaxed);
   nlock_lock(&mem_lock);
   *(void **)p = s->free;
