@@ -390,8 +390,11 @@ void heap_span_empty(heap_t *h, span_t *s) {
   background_poll(); /* pages given back may have asked for the decay thread */
 }
 
-bool heap_free_full(heap_t *h, span_t *s, uint32_t i) {
-  nalloc_assert(s->list == SL_FULL && h->lock == NULL && span_unsampled(s));
+/* heap_free_full and heap_free_full_live: s goes back to the available
+ * list with owner_fast `fast`. */
+static NALLOC_ALWAYS_INLINE bool heap_free_full_as(heap_t *h, span_t *s, uint32_t i,
+                                                   heap_t *fast) {
+  nalloc_assert(s->list == SL_FULL && h->lock == NULL);
   heap_enter(h);
   int r = span_push(s, i);
   if (r != PUSH_DOUBLE) {
@@ -400,13 +403,26 @@ bool heap_free_full(heap_t *h, span_t *s, uint32_t i) {
     list_remove(&b->full, s);
     s->list = SL_AVAIL;
     list_append(&b->avail, s);
-    /* as span_set_fast: no live sample (span_full_tag), and only h
-     * samples in its spans */
-    store_rlx(&s->owner_fast, h);
+    store_rlx(&s->owner_fast, fast);
     if (r == PUSH_EMPTY) heap_span_empty_busy(h, s);
   }
   heap_leave(h);
   return r != PUSH_DOUBLE;
+}
+
+bool heap_free_full(heap_t *h, span_t *s, uint32_t i) {
+  /* as span_set_fast: no live sample (span_full_tag), and only h
+   * samples in its spans */
+  nalloc_assert(span_unsampled(s));
+  return heap_free_full_as(h, s, i, h);
+}
+
+bool heap_free_full_live(heap_t *h, span_t *s, uint32_t i) {
+  /* as span_set_fast (only h samples in its spans, and other threads
+   * only lower prof_live: a tag read too early is put right by the next
+   * free that reads 0, free_slot_tagged) */
+  nalloc_assert(load_rlx(&s->prof_births));
+  return heap_free_full_as(h, s, i, span_unsampled(s) ? h : span_fast_tag(h));
 }
 
 bool heap_free_owned(heap_t *h, span_t *s, uint32_t i) {

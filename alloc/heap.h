@@ -49,6 +49,9 @@ bool heap_free_owned(heap_t *h, span_t *s, uint32_t i);
 /* heap_free_owned of a span whose owner_fast is span_full_tag(h): on the
  * full list of thread heap h, no live sample. */
 bool heap_free_full(heap_t *h, span_t *s, uint32_t i);
+/* The same for span_full_live_tag(h) (sampled mode): s may still hold a
+ * live sample, so its frees stay off the fast path while one lives. */
+bool heap_free_full_live(heap_t *h, span_t *s, uint32_t i);
 /* The owner's free made s empty. */
 void heap_span_empty(heap_t *h, span_t *s);
 /* A remote free announces full span s to its owner h (any thread). */

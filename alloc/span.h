@@ -283,9 +283,15 @@ static inline void span_set_fast(span_t *s, struct heap_s *h) {
   store_rlx(&s->owner_fast, f);
 }
 /* owner_fast of a span going onto the full list of h (NULL: a shared
- * heap): span_full_tag(h) unless a slot holds a sample. */
+ * heap): span_full_tag(h) unless a slot holds a sample; then
+ * span_full_live_tag(h) in sampled mode, NULL in exact mode. */
 static inline void span_set_full(span_t *s, struct heap_s *h) {
-  store_rlx(&s->owner_fast, h != NULL && span_unsampled(s) ? span_full_tag(h) : NULL);
+  struct heap_s *f = NULL;
+  if (h != NULL)
+    f = span_unsampled(s)              ? span_full_tag(h)
+        : load_rlx(&s->prof_births)    ? span_full_live_tag(h)
+                                       : NULL;
+  store_rlx(&s->owner_fast, f);
 }
 
 #endif

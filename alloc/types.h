@@ -97,7 +97,9 @@ typedef struct span_s {
    * while such a span of sampled mode (prof_births) holds one: its owner's
    * frees of the other slots push after one look at the slot's record
    * (free_slot_slow). The same heap tagged with bit 1 (span_full_tag)
-   * while such a span without a live sample is on its owner's full list.
+   * while such a span without a live sample is on its owner's full list;
+   * with both bits (span_full_live_tag) while a span of sampled mode that
+   * holds one is.
    * NULL otherwise (and for every other kind of span). */
   _Atomic(struct heap_s *) owner_fast;
   /* Owner-only counters, plain so that each update is one instruction;
@@ -208,9 +210,16 @@ static inline struct heap_s *span_fast_tag(struct heap_s *h) {
 /* owner_fast of a span on the full list of thread heap h, with no live
  * sample: the owner's free takes it straight back to the available list
  * (free_slot_slow). A sample recorded in it meanwhile (realloc) makes it
- * h | 3, which no free path tests for: the general path. */
+ * span_full_live_tag(h). */
 static inline struct heap_s *span_full_tag(struct heap_s *h) {
   return (struct heap_s *)((uintptr_t)h | 2);
+}
+/* owner_fast of a span of sampled mode (prof_births) on the full list of
+ * thread heap h that may hold a live sample: the owner's free looks at
+ * the slot's record and takes the span back to the available list as
+ * for span_full_tag (free_full_sampled), not through heap_free_owned. */
+static inline struct heap_s *span_full_live_tag(struct heap_s *h) {
+  return (struct heap_s *)((uintptr_t)h | 3);
 }
 
 /* ---- heaps (heap.c) ---------------------------------------------------- */
