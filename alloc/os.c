@@ -185,7 +185,7 @@ uint64_t nalloc_now_ns(void) {
  * rate within 0.1% after 50 us), then once and for all. */
 bool os_stamp_tsc;
 static uint64_t stamp_t0_ns, stamp_t0_tsc;
-static _Atomic uint64_t stamp_mult; /* ns per tick << 32; 0: not yet fixed */
+_Atomic uint64_t os_stamp_mult; /* ns per tick << 32; 0: not yet fixed */
 #define STAMP_CALIBRATE_NS 10000000u
 
 void os_stamp_boot(void) {
@@ -201,22 +201,21 @@ void os_stamp_boot(void) {
 #endif
 }
 
-__extension__ typedef unsigned __int128 stamp_u128;
 
 uint64_t os_stamp_ns(uint64_t from, uint64_t to) {
   if (to <= from) return 0;
   if (!os_stamp_tsc) return to - from;
 #if defined(__x86_64__)
-  uint64_t m = atomic_load_explicit(&stamp_mult, memory_order_relaxed);
+  uint64_t m = atomic_load_explicit(&os_stamp_mult, memory_order_relaxed);
   if (unlikely(m == 0)) {
     uint64_t ns = nalloc_now_ns() - stamp_t0_ns;
     uint64_t ticks = __builtin_ia32_rdtsc() - stamp_t0_tsc;
     if (ticks == 0) return 0;
-    m = (uint64_t)(((stamp_u128)ns << 32) / ticks);
+    m = (uint64_t)(((os_u128)ns << 32) / ticks);
     if (ns >= STAMP_CALIBRATE_NS) /* racing threads store about the same */
-      atomic_store_explicit(&stamp_mult, m, memory_order_relaxed);
+      atomic_store_explicit(&os_stamp_mult, m, memory_order_relaxed);
   }
-  return (uint64_t)(((stamp_u128)(to - from) * m) >> 32);
+  return (uint64_t)(((os_u128)(to - from) * m) >> 32);
 #else
   return to - from;
 #endif

@@ -163,17 +163,25 @@ static NALLOC_ALWAYS_INLINE void own_add_all(_Atomic uint64_t *a, const uint64_t
 }
 
 /* The counts one object of `size` requested bytes adds to t: objects and
- * bytes, and when sampling their unbiased estimates (exact mode keeps
- * none). Returns the estimate of bytes in the heap, for the peak and
- * gdump totals. */
-static NALLOC_ALWAYS_INLINE int64_t sample_counts(const prof_tctx_t *t, size_t size,
-                                                  uint64_t v[C_N]) {
+ * bytes, and when sampling the terms of their unbiased estimates
+ * (prof_unbias_terms; exact mode keeps none). */
+static NALLOC_ALWAYS_INLINE void sample_counts(const prof_tctx_t *t, size_t size,
+                                               uint64_t v[C_N]) {
   v[C_OBJS] = 1;
   v[C_BYTES] = size;
   v[C_UOBJS] = v[C_UBYTES] = 0;
+  if (t->lg != 0) {
+    prof_terms_t u = prof_unbias_terms(size, t->lg);
+    v[C_UOBJS] = u.uobjs;
+    v[C_UBYTES] = u.ubytes;
+  }
+}
+/* The estimate of bytes in the heap that such an object adds, for the
+ * peak and gdump totals (only they need it). */
+static NALLOC_ALWAYS_INLINE int64_t sample_est(const prof_tctx_t *t, size_t size,
+                                               const uint64_t v[C_N]) {
   if (t->lg == 0) return (int64_t)size;
-  prof_unbias(size, t->lg, &v[C_UOBJS], &v[C_UBYTES]);
-  return (int64_t)v[C_UBYTES];
+  return prof_terms_ubytes(size, t->lg, v[C_UBYTES]);
 }
 
 /* Everything but exact mode's case: sweep what the last dump found idle,
@@ -207,17 +215,20 @@ static void *sample_slow_busy(tsd_t *tsd, prof_tdata_t *td, prof_tctx_t *t,
       (t = prof_tctx_bucket_fast(td, t, td->want_bkt)) == NULL)
     return NULL;
   uint64_t v[C_N];
-  int64_t est = sample_counts(t, size, v);
+  sample_counts(t, size, v);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (slow & PROF_SLOW_PEAK) prof_peak_cow(t);
   _Atomic uint64_t *a = prof_tctx_cnt(t, PC_ALLOC);
   own_add_all(a, v, prof_tctx_nc(t));
   *how = (t->lg >= 16 ? PROF_OWN_PAGE : 0) | (t->lg != 0 ? PROF_TIMED : 0);
-  if (slow & PROF_SLOW_PEAK) {
-    td->pk_d += est;
-    if (td->pk_d > td->pk_hi) prof_peak_rise(td);
+  if (slow & (PROF_SLOW_PEAK | PROF_SLOW_GDUMP)) {
+    int64_t est = sample_est(t, size, v);
+    if (slow & PROF_SLOW_PEAK) {
+      td->pk_d += est;
+      if (td->pk_d > td->pk_hi) prof_peak_rise(td);
+    }
+    if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, est);
   }
-  if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, est);
   if (slow & PROF_SLOW_PENDING) prof_triggers_run_pending(tsd);
   return t;
 }
@@ -229,6 +240,34 @@ static NALLOC_NOINLINE void *sample_slow(tsd_t *tsd, prof_tdata_t *td,
   void *r = sample_slow_busy(tsd, td, t, size, how);
   tsd->prof_busy--;
   return r;
+}
+
+/* Sampled mode's common case, sample_slow's without its frame (no call
+ * but the tail calls: no register to save) and its prof_busy (it changes
+ * no table): nothing to do for the peak, gdump or a dump, and the size
+ * bucket's tctx found by the first probe (the walk's tctx is of the
+ * bucket of the stack's last sample). Out of prof_sample, whose exact
+ * mode it cost a register (a spill in the replay's word check). */
+static NALLOC_NOINLINE void *sample_fast(tsd_t *tsd, prof_tdata_t *td,
+                                         prof_tctx_t *t, size_t size,
+                                         unsigned *how, unsigned slow) {
+  if (t->lg != 0 && likely(slow == 0)) {
+    prof_tctx_t *b = t->bkt == td->want_bkt
+                         ? t
+                         : prof_tctx_bucket_probe(td, t, td->want_bkt);
+    if (likely(b != NULL)) {
+      nalloc_assert(b->lg == t->lg);
+      prof_terms_t u = prof_unbias_terms(size, b->lg);
+      _Atomic uint64_t *a = &b->u.s.cnt[PC_ALLOC * C_N];
+      OWN_ADD(a[C_UBYTES], u.ubytes); /* own_add_all's order */
+      OWN_ADD(a[C_UOBJS], u.uobjs);
+      OWN_ADD(a[C_BYTES], size);
+      OWN_ADD(a[C_OBJS], 1);
+      *how = (b->lg >= 16 ? PROF_OWN_PAGE : 0) | PROF_TIMED;
+      return b;
+    }
+  }
+  return sample_slow(tsd, td, t, size, how);
 }
 
 /* One call per sampled allocation, so that an exact profile pays for one
@@ -259,7 +298,7 @@ NALLOC_NO_ASAN void *prof_sample(tsd_t *tsd, size_t size, const void *caller,
   if (unlikely(t == NULL)) return NULL;
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (unlikely(t->lg != 0 || (slow & ~(unsigned)PROF_SLOW_PEAK) != 0))
-    return sample_slow(tsd, td, t, size, how);
+    return sample_fast(tsd, td, t, size, how, slow);
   if (unlikely(slow)) prof_peak_cow(t);
   OWN_ADD(prof_tctx_xcnt(t, PC_ALLOC)[C_OBJS], 1);
   OWN_ADD(prof_tctx_xcnt(t, PC_ALLOC)[C_BYTES], size);
@@ -279,7 +318,8 @@ void prof_sample_cancel(tsd_t *tsd, void *tctx, size_t size) {
     return;
   }
   uint64_t v[C_N];
-  int64_t est = sample_counts(t, size, v);
+  sample_counts(t, size, v);
+  int64_t est = sample_est(t, size, v);
   _Atomic uint64_t *a = prof_tctx_cnt(t, PC_ALLOC);
   for (int i = (int)prof_tctx_nc(t) - 1; i >= 0; i--) OWN_ADD(a[i], -v[i]);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
@@ -340,12 +380,15 @@ static NALLOC_NOINLINE void sample_free_slow(tsd_t *tsd, prof_tdata_t *td,
   unsigned off = atomic_load_explicit(&prof_slow, memory_order_relaxed);
   if (off & PROF_SLOW_OFF) return; /* fork child: the records may be mid-update */
   uint64_t v[C_N];
-  int64_t est = sample_counts(t, size, v);
+  sample_counts(t, size, v);
   unsigned slow = atomic_load_explicit(&prof_slow, memory_order_relaxed);
-  if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
-  if (slow & PROF_SLOW_PEAK) free_peak(tsd, td, t, est);
+  if (slow & (PROF_SLOW_PEAK | PROF_SLOW_GDUMP)) {
+    int64_t est = sample_est(t, size, v);
+    if (slow & PROF_SLOW_GDUMP) prof_gdump_account(tsd, -est);
+    if (slow & PROF_SLOW_PEAK) free_peak(tsd, td, t, est);
+  }
   if (birth != 0) { /* before the last touch (objects) */
-    prof_life_add(t, os_stamp_ns(birth, os_stamp()));
+    prof_life_add(t, os_stamp_ns_inline(birth, os_stamp()));
   }
   if (atomic_load_explicit(&t->owner, memory_order_relaxed) ==
       (prof_trec_t *)td) {

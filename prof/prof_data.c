@@ -206,7 +206,7 @@ static void gctx_unref(prof_gctx_t *g) {
 
 /* g's side record, made if it has none (NULL: out of memory). Any thread:
  * lifetimes are added without a lock. */
-static NALLOC_NOINLINE prof_gext_t *gctx_ext_new(prof_gctx_t *g) {
+NALLOC_NOINLINE prof_gext_t *prof_gctx_ext_new(prof_gctx_t *g) {
   prof_gext_t *x = NULL;
   prof_gext_t *fresh = prof_mem_alloc(sizeof *fresh, PM_GCTX);
   if (fresh == NULL) return NULL;
@@ -216,14 +216,6 @@ static NALLOC_NOINLINE prof_gext_t *gctx_ext_new(prof_gctx_t *g) {
     return fresh;
   prof_mem_free(fresh, sizeof *fresh, PM_GCTX);
   return x;
-}
-
-/* Inline: prof_life_add reads it at every sampled free (a call and its
- * frame cost ~13 instructions a sample on bench-random). */
-static inline prof_gext_t *gctx_ext(prof_gctx_t *g) {
-  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
-  if (likely(x != NULL)) return x;
-  return gctx_ext_new(g);
 }
 
 static void ret_free_all(prof_gctx_t *g) {
@@ -244,16 +236,6 @@ static void gctx_hash_del(prof_gctx_t *g) {
   while (*pp != g) pp = &(*pp)->next_hash;
   *pp = g->next_hash;
   gctx_n--;
-}
-
-/* ---- lifetimes ---------------------------------------------------------- */
-
-void prof_life_add(prof_tctx_t *t, uint64_t ns) {
-  /* t->gctx is alive: t counts the object being freed */
-  prof_gext_t *x = gctx_ext(t->gctx);
-  if (x == NULL) return; /* not counted */
-  atomic_fetch_add_explicit(&x->life.n[prof_life_bkt(ns)], 1,
-                            memory_order_relaxed);
 }
 
 /* After ret_free_all (every profiler lock held: a reaped gctx). */
@@ -307,12 +289,17 @@ void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc) {
   for (unsigned i = 0; i < nc; i++) {
     uint64_t f = atomic_load_explicit(&fa[i], memory_order_relaxed) + r[i];
     uint64_t a = atomic_load_explicit(&aa[i], memory_order_relaxed);
-    cur->v[i] = a > f ? a - f : 0;
+    /* the unbiased sums of sampled mode are terms (prof_unbias_terms),
+     * some below 0: they subtract modulo 2^64, prof_cnt_unbias clamps */
+    cur->v[i] = a > f || i >= C_UOBJS ? a - f : 0;
     if (acc) acc->v[i] = a;
   }
   if (t->lg == 0) {
     prof_cnt_exact(cur);
     if (acc) prof_cnt_exact(acc);
+  } else {
+    prof_cnt_unbias(cur, t->lg);
+    if (acc) prof_cnt_unbias(acc, t->lg);
   }
   if (cur->v[C_OBJS] == 0) /* racing updates: no bytes without objects */
     cur->v[C_BYTES] = cur->v[C_UOBJS] = cur->v[C_UBYTES] = 0;
@@ -338,7 +325,7 @@ static void tctx_fold(prof_tctx_t *t, bool shown) {
   prof_tctx_read(t, &cur, &acc);
   if (acc.v[C_OBJS] == 0) return;
   prof_gctx_t *g = t->gctx;
-  prof_gext_t *x = gctx_ext(g);
+  prof_gext_t *x = prof_gctx_ext(g);
   if (x == NULL) return; /* lost */
   prof_ret_t *r = x->ret;
   while (r && (r->bkt != t->bkt || r->node != t->node)) r = r->next;

@@ -132,7 +132,10 @@ extern _Atomic unsigned prof_slow;
 
 /* ---- records ------------------------------------------------------------ */
 /* One counter set: objects, requested bytes, and the unbiased estimates of
- * both (objects in 1/2^PROF_FP units). In exact mode only objs/bytes move. */
+ * both (objects in 1/2^PROF_FP units). In exact mode only objs/bytes move.
+ * A sampled tctx's own sets hold, in place of the estimates, the terms
+ * they are made from (prof_unbias_terms); prof_tctx_read hands out the
+ * estimates, and every prof_cnt_t outside a tctx holds those. */
 enum { C_OBJS, C_BYTES, C_UOBJS, C_UBYTES, C_N };
 typedef struct prof_cnt_s {
   uint64_t v[C_N];
@@ -587,16 +590,52 @@ static NALLOC_ALWAYS_INLINE void prof_unbias_series(size_t size, unsigned lg, do
   prof_unbias_round((double)((uint64_t)1 << PROF_FP) * s / (double)(int64_t)size, s,
                     uobjs, ubytes);
 }
-/* prof_unbias_one for a sampled object (lg > 0), its common case inline:
- * a sampled malloc and its free each unbias its size (the call, its
- * checks and the counts through memory cost ~20 instructions of its ~62
- * on bench-random). */
-static NALLOC_ALWAYS_INLINE void prof_unbias(size_t size, unsigned lg, uint64_t *uobjs,
-                                             uint64_t *ubytes) {
+/* A sampled tctx (lg 1..PROF_LG_TERMS) does not add up the estimates of
+ * its objects (prof_unbias_one) but two sums they are a linear function
+ * of, which prof_cnt_unbias turns into the estimates when the counts are
+ * read (prof_tctx_read: dumps, the peak copy, a reclaimed tctx's `ret`).
+ * For an object of s bytes at R = 2^lg, t = s/R <= 1/4:
+ *   2^PROF_FP / P = 2^PROF_FP (1/t + 1/2 + t/12 - t^3/720 + ...)
+ *   s / P         = R (1 + t/2 + t^2/12 - t^4/720 + ...)
+ * so C_UOBJS adds 2^PROF_FP / t and C_UBYTES adds s t (each rounded), and
+ * the estimates are C_UOBJS + n 2^PROF_FP (1/2 + B/(12 n R)) and n R + B/2
+ * + C_UBYTES/12 from the objects n and bytes B of the same set; the terms
+ * in t^3 and t^4 are left out (at t = 1/4, 0.02 of an object's 2^PROF_FP
+ * and 6e-6 of its bytes; at bench-random's largest samples, t = 1/8, 2^-4
+ * of those). An object outside (t > 1/4, size 0) adds its exact estimate
+ * rewritten in the same terms (prof_unbias_terms_one), and a tctx of lg >
+ * PROF_LG_TERMS (R from 2^40: 2^PROF_FP / t would reach prof_unbias_one's
+ * cap, 2^50) adds the estimates themselves. A sampled malloc and its free
+ * each did the series of prof_unbias_series (~55 instructions a use on
+ * bench-random, with a division); these are a division and a
+ * multiplication. */
+#define PROF_LG_TERMS 39
+/* An object's two terms, returned in registers (through pointers, the
+ * sampled malloc kept them in memory: ~8 instructions). */
+typedef struct {
+  uint64_t uobjs, ubytes; /* C_UOBJS's and C_UBYTES's */
+} prof_terms_t;
+prof_terms_t prof_unbias_terms_one(size_t size, unsigned lg);
+static NALLOC_ALWAYS_INLINE prof_terms_t prof_unbias_terms(size_t size, unsigned lg) {
   double t = (double)(int64_t)size * prof_pow2_neg(lg);
-  if (likely(size != 0 && t <= 0.25)) prof_unbias_series(size, lg, t, uobjs, ubytes);
-  else prof_unbias_one(size, lg, uobjs, ubytes);
+  if (likely(size != 0 && t <= 0.25 && lg <= PROF_LG_TERMS))
+    return (prof_terms_t){
+        (uint64_t)(int64_t)((double)((uint64_t)1 << PROF_FP) / t + 0.5),
+        (uint64_t)(int64_t)((double)(int64_t)size * t + 0.5)};
+  return prof_unbias_terms_one(size, lg);
 }
+/* The unbiased bytes of one object of `size` bytes whose C_UBYTES term is
+ * a2 (prof_unbias_terms): the peak and gdump totals move by it, the same
+ * at its malloc and its free. */
+static NALLOC_ALWAYS_INLINE int64_t prof_terms_ubytes(size_t size, unsigned lg, uint64_t a2) {
+  if (lg > PROF_LG_TERMS) return (int64_t)a2;
+  return (int64_t)((double)((int64_t)1 << lg) + 0.5 * (double)(int64_t)size +
+                   (double)(int64_t)a2 * (1.0 / 12) + 0.5);
+}
+/* c (counts of a sampled tctx of rate lg, read as alloc - freed, so that
+ * C_UOBJS and C_UBYTES are terms, maybe below 0 as int64_t) to the
+ * unbiased estimates, each at least 0. */
+void prof_cnt_unbias(prof_cnt_t *c, unsigned lg);
 void prof_invert(uint64_t uobjs, uint64_t ubytes, unsigned lg, uint64_t *n,
                  uint64_t *b);
 
@@ -798,12 +837,11 @@ static inline uintptr_t prof_tab_tag(uint64_t h) {
 static inline prof_tctx_t *prof_tab_tctx(uintptr_t e) {
   return (prof_tctx_t *)(e & PROF_TAB_PTR);
 }
-/* prof_tctx_bucket with its first probe inline: sampled mode looks up
- * the size bucket's tctx at most samples (bench-random: 94%), and the
- * call cost ~15 instructions of its ~49. */
-static NALLOC_ALWAYS_INLINE prof_tctx_t *prof_tctx_bucket_fast(prof_tdata_t *td,
-                                                              prof_tctx_t *any,
-                                                              unsigned bkt) {
+/* prof_tctx_bucket's first probe: the tctx of `any`'s stack in bucket
+ * bkt if the probe finds it, else NULL (prof_sample's inline case). */
+static NALLOC_ALWAYS_INLINE prof_tctx_t *prof_tctx_bucket_probe(prof_tdata_t *td,
+                                                               prof_tctx_t *any,
+                                                               unsigned bkt) {
   prof_gctx_t *g = any->gctx;
   uint64_t h = g->hash ^ prof_key_mix(bkt, td->node);
   if (likely(td->tab != NULL)) {
@@ -813,7 +851,16 @@ static NALLOC_ALWAYS_INLINE prof_tctx_t *prof_tctx_bucket_fast(prof_tdata_t *td,
       if (t->gctx == g && t->bkt == bkt && t->node == td->node) return t;
     }
   }
-  return prof_tctx_bucket(td, any, bkt);
+  return NULL;
+}
+/* prof_tctx_bucket with its first probe inline: sampled mode looks up
+ * the size bucket's tctx at most samples (bench-random: 94%), and the
+ * call cost ~15 instructions of its ~49. */
+static NALLOC_ALWAYS_INLINE prof_tctx_t *prof_tctx_bucket_fast(prof_tdata_t *td,
+                                                              prof_tctx_t *any,
+                                                              unsigned bkt) {
+  prof_tctx_t *t = prof_tctx_bucket_probe(td, any, bkt);
+  return t != NULL ? t : prof_tctx_bucket(td, any, bkt);
 }
 void prof_tdata_detach(tsd_t *tsd);
 /* The thread moved to an arena of node `node` (thread.arena): its tctxs
@@ -831,9 +878,24 @@ void prof_dead_sweep_locked(void);
 void prof_gctx_reap_locked(void);
 /* cur: live counts; acc (optional): allocated ever. */
 void prof_tctx_read(prof_tctx_t *t, prof_cnt_t *cur, prof_cnt_t *acc);
+/* g's side record, made if it has none (NULL: out of memory); any thread.
+ * Inline: every sampled free reads it for the lifetime (a call and its
+ * frame cost ~13 instructions a sample on bench-random). */
+prof_gext_t *prof_gctx_ext_new(prof_gctx_t *g);
+static inline prof_gext_t *prof_gctx_ext(prof_gctx_t *g) {
+  prof_gext_t *x = atomic_load_explicit(&g->ext, memory_order_acquire);
+  if (likely(x != NULL)) return x;
+  return prof_gctx_ext_new(g);
+}
 /* A sampled object of t lived `ns` nanoseconds (any thread; the first
- * one of a stack makes its histogram). */
-void prof_life_add(prof_tctx_t *t, uint64_t ns);
+ * one of a stack makes its histogram). Inline, as prof_gctx_ext: the
+ * sampled free's only other call. */
+static inline void prof_life_add(prof_tctx_t *t, uint64_t ns) {
+  /* t->gctx is alive: t counts the object being freed */
+  prof_gext_t *x = prof_gctx_ext(t->gctx);
+  if (x == NULL) return; /* not counted */
+  atomic_fetch_add_explicit(&x->life.n[prof_life_bkt(ns)], 1, memory_order_relaxed);
+}
 void prof_reset(unsigned lg);
 extern prof_trec_t *prof_tdatas; /* live threads (prof_tdatas_lock) */
 extern prof_trec_t *prof_dead;   /* standalone records of exited threads */

@@ -169,6 +169,45 @@ void prof_unbias_one(size_t size, unsigned lg, uint64_t *uobjs,
                     uobjs, ubytes);
 }
 
+/* An object prof_unbias_terms does not take (t > 1/4, size 0, and every
+ * object of a tctx of lg > PROF_LG_TERMS): its estimate from
+ * prof_unbias_one, less the shares of it that prof_cnt_unbias adds from
+ * the objects and bytes (n 2^PROF_FP/2 + B 2^PROF_FP/(12R) objects, n R +
+ * B/2 bytes), so that it reads back as its estimate, within 1/2 of a
+ * 2^-PROF_FP object. A term may be below 0: the counters add modulo 2^64
+ * and prof_cnt_unbias reads their sums as int64_t. */
+prof_terms_t prof_unbias_terms_one(size_t size, unsigned lg) {
+  uint64_t uo, ub;
+  prof_unbias_one(size, lg, &uo, &ub);
+  if (lg == 0 || lg > PROF_LG_TERMS) return (prof_terms_t){uo, ub};
+  double t = (double)(int64_t)size * prof_pow2_neg(lg);
+  double share = (double)((uint64_t)1 << PROF_FP) * (0.5 + t * (1.0 / 12));
+  const double lim = 4611686018427387904.0; /* 2^62: a size no malloc gives */
+  return (prof_terms_t){uo - (uint64_t)(int64_t)(share > lim ? lim : share + 0.5),
+                        12 * ub - 12 * ((uint64_t)1 << lg) - 6 * (uint64_t)size};
+}
+
+/* Reads an int64_t sum of terms (or counts) as a count: at least 0 (a
+ * racing snapshot), at most 2^62. */
+static uint64_t cnt_round(double x) {
+  const double lim = 4611686018427387904.0;
+  return x <= 0 ? 0 : (uint64_t)(int64_t)(x > lim ? lim : x + 0.5);
+}
+
+void prof_cnt_unbias(prof_cnt_t *c, unsigned lg) {
+  nalloc_assert(lg != 0);
+  double a1 = (double)(int64_t)c->v[C_UOBJS], a2 = (double)(int64_t)c->v[C_UBYTES];
+  if (lg > PROF_LG_TERMS) { /* the estimates themselves */
+    c->v[C_UOBJS] = cnt_round(a1);
+    c->v[C_UBYTES] = cnt_round(a2);
+    return;
+  }
+  double n = (double)(int64_t)c->v[C_OBJS], B = (double)(int64_t)c->v[C_BYTES];
+  double one = (double)((uint64_t)1 << PROF_FP), inv_R = prof_pow2_neg(lg);
+  c->v[C_UOBJS] = cnt_round(a1 + n * (one * 0.5) + B * inv_R * (one * (1.0 / 12)));
+  c->v[C_UBYTES] = cnt_round(n * (double)((int64_t)1 << lg) + B * 0.5 + a2 * (1.0 / 12));
+}
+
 /* The readers (google-pprof, jeprof, Go pprof) multiply each line's count
  * and bytes by 1/(1-exp(-(bytes/count)/R)). Given our unbiased estimates
  * (C objects, S bytes) this picks the integer count n and bytes b to write

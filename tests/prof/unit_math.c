@@ -21,6 +21,14 @@
  * - prof_unbias_one against the jemalloc/pprof closed form: an object of
  *   s bytes sampled at mean interval R = 2^lg stands for 1/(1-exp(-s/R))
  *   objects and s/(1-exp(-s/R)) bytes (objects in 1/2^PROF_FP units);
+ * - prof_unbias_terms and prof_cnt_unbias (sampled mode's counters keep
+ *   terms that the read turns into the estimates): batches of objects
+ *   of sizes log-uniform from 0 bytes to 2^36, added and some taken out
+ *   again modulo 2^64 as a tctx's sets are, read back as the sums of the
+ *   closed form over the objects still in, within the series' left-out
+ *   terms (t^4/720 < 6e-6 of each object's estimate) and half a unit an
+ *   object; one object reads back as prof_unbias_one's, and the peak's
+ *   byte estimate (prof_terms_ubytes) as its read;
  * - prof_invert: what a reader (pprof, jeprof) computes from the written
  *   (count, bytes), n/P and b/P with P = 1-exp(-(b/n)/R), must give back
  *   the unbiased bytes, and k sampled objects of one size s must be
@@ -235,6 +243,76 @@ static void check_unbias(void) {
          (unsigned long long)ub);
 }
 
+/* A size for check_terms: 0 now and then, else log-uniform from 1 byte
+ * to 2^36. */
+static size_t terms_size(void) {
+  if (check_rnd() % 64 == 0) return 0;
+  return (size_t)ldexp(1 + unif(), (int)(check_rnd() % 36));
+}
+
+static void check_terms(void) {
+  const double one = (double)(1u << PROF_FP), cap = 0x1p50;
+  for (unsigned lg = 1; lg <= 48; lg++) {
+    double R = ldexp(1, (int)lg);
+    for (int round = 0; round < 300; round++) {
+      /* k objects in, the first `out` of them out again */
+      enum { K = 64 };
+      size_t sz[K];
+      unsigned k = 1 + (unsigned)(check_rnd() % K), out = (unsigned)(check_rnd() % k);
+      prof_cnt_t c = {{0, 0, 0, 0}};
+      double wo = 0, wb = 0, slack = 0;
+      for (unsigned i = 0; i < k; i++) {
+        sz[i] = terms_size();
+        /* a third of the rounds at rates whose objects are all series */
+        if (round % 3 == 0 && (double)sz[i] > R / 4) sz[i] = (size_t)(R / 4);
+        prof_terms_t u = prof_unbias_terms(sz[i], lg);
+        c.v[C_OBJS] += 1, c.v[C_BYTES] += sz[i], c.v[C_UOBJS] += u.uobjs, c.v[C_UBYTES] += u.ubytes;
+        if (i < out) continue;
+        double P = sz[i] == 0 ? 1 : -expm1(-(double)sz[i] / R);
+        double o = one / P, b = (double)sz[i] / P;
+        wo += o > cap ? cap : o;
+        wb += b > cap ? cap : b;
+        double t = (double)sz[i] / R;
+        slack += t <= 0.25 ? pow(t, 4) / 720 * (o + b) : 0;
+      }
+      for (unsigned i = 0; i < out; i++) {
+        prof_terms_t u = prof_unbias_terms(sz[i], lg);
+        c.v[C_OBJS] -= 1, c.v[C_BYTES] -= sz[i], c.v[C_UOBJS] -= u.uobjs, c.v[C_UBYTES] -= u.ubytes;
+      }
+      prof_cnt_unbias(&c, lg);
+      double tol = 1.0 + 0.5 * k + slack + (wo + wb) * 1e-12;
+      CHECKF(fabs((double)c.v[C_UOBJS] - wo) <= tol,
+             "terms lg=%u: %u objects in, %u out: objects %llu want %.1f", lg, k, out,
+             (unsigned long long)c.v[C_UOBJS], wo);
+      CHECKF(fabs((double)c.v[C_UBYTES] - wb) <= tol,
+             "terms lg=%u: %u objects in, %u out: bytes %llu want %.1f", lg, k, out,
+             (unsigned long long)c.v[C_UBYTES], wb);
+    }
+  }
+  /* one object, every path (series, t > 1/4, size 0, lg past
+   * PROF_LG_TERMS): prof_unbias_one's values, and the peak's bytes */
+  for (unsigned lg = 1; lg <= 62; lg++) {
+    for (int i = 0; i < 2000; i++) {
+      size_t s = terms_size();
+      uint64_t uo, ub;
+      prof_terms_t u = prof_unbias_terms(s, lg);
+      prof_unbias_one(s, lg, &uo, &ub);
+      prof_cnt_t c = {{1, s, u.uobjs, u.ubytes}};
+      prof_cnt_unbias(&c, lg);
+      double t = ldexp((double)s, -(int)lg), slack = t <= 0.25 ? pow(t, 4) / 720 : 0;
+      CHECKF(fabs((double)c.v[C_UOBJS] - (double)uo) <= 1 + slack * (double)uo,
+             "terms s=%zu lg=%u: objects %llu, prof_unbias_one %llu", s, lg,
+             (unsigned long long)c.v[C_UOBJS], (unsigned long long)uo);
+      CHECKF(fabs((double)c.v[C_UBYTES] - (double)ub) <= 1 + slack * (double)ub,
+             "terms s=%zu lg=%u: bytes %llu, prof_unbias_one %llu", s, lg,
+             (unsigned long long)c.v[C_UBYTES], (unsigned long long)ub);
+      int64_t est = prof_terms_ubytes(s, lg, u.ubytes);
+      CHECKF(llabs(est - (int64_t)c.v[C_UBYTES]) <= 1, "terms s=%zu lg=%u: peak bytes %lld, read %llu",
+             s, lg, (long long)est, (unsigned long long)c.v[C_UBYTES]);
+    }
+  }
+}
+
 /* What pprof / jeprof compute from a line "n: b": n/P and b/P. */
 static double reader_bytes(uint64_t n, uint64_t b, double R) {
   return (double)b / -expm1(-((double)b / (double)n) / R);
@@ -304,6 +382,7 @@ int main(void) {
   const unsigned lgx[] = {1, 4, 10, 13, 14, 19, 30, 40};
   for (size_t i = 0; i < sizeof lgx / sizeof *lgx; i++) check_wait_exact(lgx[i]);
   check_unbias();
+  check_terms();
   check_invert();
   printf("ok\n");
   return 0;
