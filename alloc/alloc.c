@@ -125,11 +125,21 @@ static inline void *alloc_core(tsd_t *tsd, size_t size, size_t align,
  * its span (sample.c).
  * Kept out of malloc_slow, so that a dry span does not pay for this
  * path's registers. */
-static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
-                                            size_t size, size_t align,
-                                            bool zero, unsigned own_page,
+/* Six arguments (zero and own_page in `flags`: MS_ZERO | own_page <<
+ * MS_OWN_SHIFT; the thread's block found again), all in registers, so
+ * that malloc_charged's call is a jump and malloc_slow, exact mode's way
+ * to here on every allocation, builds no stack frame for it: with eight
+ * (two on the stack) its frame and five saved registers cost ~20
+ * instructions an allocation (CPython's test_json, exact, callgrind:
+ * prof/README.md). */
+enum { MS_ZERO = 1, MS_OWN_SHIFT = 1 };
+static NALLOC_NOINLINE void *malloc_sampled(size_t charge, size_t size,
+                                            size_t align, unsigned flags,
                                             const void *caller,
                                             const void *frame) {
+  tsd_t *tsd = tsd_get();
+  bool zero = flags & MS_ZERO;
+  unsigned own_page = flags >> MS_OWN_SHIFT;
   void *tctx = NULL;
   unsigned how = 0;
   if (tsd->reentrant == 0 && tsd->state == TSD_NOMINAL)
@@ -164,8 +174,25 @@ static NALLOC_NOINLINE void *malloc_sampled(tsd_t *tsd, size_t charge,
   return p;
 }
 
+/* malloc_charged's way when no sample is taken (or the thread is not set
+ * up): the countdown charged, then the allocation. */
+static NALLOC_NOINLINE void *malloc_unsampled(size_t charge, size_t size, size_t align,
+                                              unsigned flags, const void *caller,
+                                              const void *frame) {
+  tsd_t *tsd = tsd_get();
+  if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
+  tsd->prof_countdown -= charge > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)charge;
+  if (unlikely(tsd->prof_countdown < 0)) {
+    if (opt_prof) return malloc_sampled(charge, size, align, flags, caller, frame);
+    tsd->prof_countdown = INT64_MAX;
+  }
+  return alloc_core(tsd, size, align, flags & MS_ZERO, flags >> MS_OWN_SHIFT);
+}
+
 /* `size` bytes, of which the program asked for `charge`: the sample
- * countdown and the profile see `charge`. */
+ * countdown and the profile see `charge`. A sample (exact mode: every
+ * request) is a jump to malloc_sampled before anything else, so that
+ * malloc_slow saves no registers for it; the rest is malloc_unsampled's. */
 static NALLOC_ALWAYS_INLINE void *malloc_charged(size_t charge, size_t size,
                                                  size_t align, bool zero,
                                                  unsigned own_page,
@@ -173,14 +200,16 @@ static NALLOC_ALWAYS_INLINE void *malloc_charged(size_t charge, size_t size,
                                                  const void *frame) {
   tsd_t *tsd = tsd_get();
   if (caller == NULL) caller = ((void *const *)frame)[1]; /* its return address */
-  if (unlikely(tsd->state != TSD_NOMINAL)) tsd_boot(tsd);
-  tsd->prof_countdown -= charge > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)charge;
-  if (unlikely(tsd->prof_countdown < 0)) {
-    if (opt_prof)
-      return malloc_sampled(tsd, charge, size, align, zero, own_page, caller, frame);
-    tsd->prof_countdown = INT64_MAX;
+  unsigned flags = (zero ? MS_ZERO : 0) | own_page << MS_OWN_SHIFT;
+  if (likely(tsd->state == TSD_NOMINAL) && opt_prof) {
+    int64_t cd = tsd->prof_countdown -
+                 (charge > ((size_t)1 << 62) ? (int64_t)1 << 62 : (int64_t)charge);
+    if (cd < 0) {
+      tsd->prof_countdown = cd;
+      return malloc_sampled(charge, size, align, flags, caller, frame);
+    }
   }
-  return alloc_core(tsd, size, align, zero, own_page);
+  return malloc_unsampled(charge, size, align, flags, caller, frame);
 }
 
 void *malloc_slow(size_t size, size_t align, bool zero, const void *caller,

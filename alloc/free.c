@@ -154,15 +154,14 @@ static NALLOC_NOINLINE void free_full_sampled(void *p, span_t *s, uint32_t i, in
   if (unlikely(!heap_free_full_live(h, s, i))) double_free(fn, p);
 }
 
-/* free_slot_slow's case of a span with records (s->prof), not the
- * owner's tagged one: exact mode's spans, and sampled mode's spans of
- * other threads or on a list other than the owner's available one. */
+/* free_slot_prof_exact's other cases: sampled mode's spans of other
+ * threads or on a list other than the owner's available one, exact
+ * mode's full spans and other threads' blocks. */
 static NALLOC_NOINLINE void free_slot_prof_rest(void *p, span_t *s, uint32_t i,
                                                 int fn, heap_t *h) {
   heap_t *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   sample_release_slot(s, i, p);
   if (owner == h && h != &heap_none) {
-    /* exact mode's common case: the thread's own span, not full */
     if (s->list != SL_FULL) {
       /* sampled mode: once its last live sample is gone (freed here or by
        * another thread), the span's frees are fast again (only its owner
@@ -186,6 +185,38 @@ static NALLOC_NOINLINE void free_slot_prof_rest(void *p, span_t *s, uint32_t i,
   if (!free_small(s, i)) double_free(fn, p);
 }
 
+/* free_slot_slow's case of a span with records (s->prof), not the
+ * owner's tagged one. Exact mode's common case, the owner's own span on
+ * its available list (its records have neither bit: no births in exact
+ * mode's spans), runs with no stack frame, as free_tagged_sample does:
+ * the record is cleared, the slot pushed, and the profiler hears of the
+ * record last, in a tail call (only h takes slots of s, so the slot
+ * cannot be handed out meanwhile). Through free_slot_prof_rest's frame
+ * (the record's release a call in the middle) it cost ~22 instructions
+ * more a free: CPython's test_json, exact, callgrind (prof/README.md). */
+static NALLOC_NOINLINE void free_slot_prof_exact(void *p, span_t *s, uint32_t i,
+                                                 int fn, heap_t *h) {
+  if (likely(atomic_load_explicit(&s->owner, memory_order_acquire) == h &&
+             h != &heap_none && s->list != SL_FULL &&
+             !load_rlx(&s->prof_births))) {
+    _Atomic(sample_slot_t) *r = (_Atomic(sample_slot_t) *)&atomic_load_explicit(
+        &s->prof, memory_order_acquire)[i];
+    sample_slot_t v = load_rlx(r);
+    if (likely(!(v & (SAMPLE_TIMED | SAMPLE_COUNTED)))) {
+      if (v != 0) store_rlx(r, 0);
+      int rc = span_push(s, i);
+      if (likely(rc == PUSH_OK)) {
+        if (v != 0) prof_sample_free(sample_tctx(v), sample_size(v), p, 0);
+        return;
+      }
+      if (v != 0) free_sample_rest(p, s, rc, fn, v, 0);
+      else free_push_rest(p, s, rc, fn, h);
+      return;
+    }
+  }
+  free_slot_prof_rest(p, s, i, fn, h);
+}
+
 /* A span with records. No stack frame in the owner's tagged case
  * (sampled mode's common one): its rest is tail calls. */
 static inline void free_slot_prof(void *p, span_t *s, uint32_t i,
@@ -205,7 +236,7 @@ static inline void free_slot_prof(void *p, span_t *s, uint32_t i,
     else free_full_sampled(p, s, i, fn, h);
     return;
   }
-  free_slot_prof_rest(p, s, i, fn, h);
+  free_slot_prof_exact(p, s, i, fn, h);
 }
 
 /* free_slot_plain's case of a span of h's own or of a shared heap. */

@@ -542,7 +542,16 @@ bt_dwarf(prof_tdata_t *td, const void *caller, uintptr_t sp, uintptr_t bp,
   }
   memcpy(w->word->val, s->val + from, (nk - from) * sizeof *s->val);
   bt_rebase(w->word->off, s->off + from, nk - from, (int32_t)(hi - sp0));
-  w->nwords = nk - from;
+  /* padded to a multiple of four with copies of the innermost word (the
+   * replay reads it first, so the copies read a line it holds): the
+   * replay's check then has no one-word remainder loop (prof_words_changed4;
+   * PROF_WALK_WORDS is a multiple of four, so the padding fits) */
+  unsigned nw = nk - from;
+  for (; nw & 3; nw++) {
+    w->word->val[nw] = w->word->val[nw - 1];
+    w->word->off[nw] = w->word->off[nw - 1];
+  }
+  w->nwords = nw;
   return s->n;
 other:
   w->nwords = PROF_WALK_NONE;

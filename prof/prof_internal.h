@@ -381,6 +381,7 @@ _Static_assert(NODE_MAX <= 256, "a node fits in prof_tctx_t.node");
                                 with 4 sets it walked nearly every one */
 #define PROF_WALKS (2 << PROF_WALK_SETS_LG) /* two ways a set */
 #define PROF_WALK_WORDS 64
+_Static_assert(PROF_WALK_WORDS % 4 == 0, "a walk record pads its words to a multiple of four");
 #define PROF_WALK_NONE ((unsigned)-1) /* not replayable */
 typedef struct {
   uintptr_t addr, val;
@@ -403,7 +404,8 @@ typedef struct {
                                the call (else it is not part of the key:
                                code without frame pointers keeps data in
                                rbp, different at every call) */
-  unsigned nwords;          /* of *word: the innermost ones */
+  unsigned nwords;          /* of *word: the innermost ones, padded to a
+                               multiple of four (bt_dwarf) */
   /* A walk that read more than PROF_WALK_WORDS words keeps the innermost
    * ones here and finds the rest in the suffix cache: the words of its
    * frame sfx_c (td->sfx's words [0, f[sfx_c].wend)), while that frame is the
@@ -679,6 +681,23 @@ prof_words_changed(const uintptr_t *val, const int32_t *off, uintptr_t base,
   return -1;
 }
 
+/* Whether any of a walk record's n words changed, n a multiple of four
+ * (bt_dwarf pads the record): the loop of prof_words_changed without its
+ * remainder, and a yes or no instead of the index. */
+static NALLOC_ALWAYS_INLINE NALLOC_NO_ASAN bool
+prof_words_changed4(const uintptr_t *val, const int32_t *off, uintptr_t base,
+                    unsigned n) {
+  nalloc_assert((n & 3) == 0);
+  for (size_t i = n; i != 0; i -= 4) {
+    uintptr_t d = (prof_word_at(base, &off[i - 1]) ^ val[i - 1]) |
+                  (prof_word_at(base, &off[i - 2]) ^ val[i - 2]) |
+                  (prof_word_at(base, &off[i - 3]) ^ val[i - 3]) |
+                  (prof_word_at(base, &off[i - 4]) ^ val[i - 4]);
+    if (unlikely(d != 0)) return true;
+  }
+  return false;
+}
+
 /* The same call site at the same depth, the same rbp, and the same words
  * on the stack: the same walk, without taking a step. The words are kept
  * outermost first (as the suffix cache holds them) and read innermost
@@ -692,8 +711,7 @@ prof_walk_same(const prof_sfx_t *s, const prof_walk_t *w, const void *caller,
   unsigned c = w->sfx_c;
   if (c != PROF_WALK_NOSFX && (c >= s->n || s->ver[c] != w->sfx_ver))
     return false;
-  if (prof_words_changed(w->word->val, w->word->off, sp, w->nwords) >= 0)
-    return false;
+  if (prof_words_changed4(w->word->val, w->word->off, sp, w->nwords)) return false;
   return c == PROF_WALK_NOSFX ||
          prof_words_changed(s->val, s->off, s->hi, s->f[c].wend) < 0;
 }
