@@ -83,6 +83,15 @@ static NALLOC_NOINLINE void free_push_rest(void *p, span_t *s, int r, int fn,
   heap_span_empty(h, s);
 }
 
+/* The owner's push of slot i with no profiler record to hear of it;
+ * the rare rest (an emptied span, a double free) out of line, so that
+ * the caller needs no stack frame. */
+static inline void free_push_tail(void *p, span_t *s, uint32_t i, int fn, heap_t *h) {
+  int r = span_push(s, i);
+  if (likely(r == PUSH_OK)) return;
+  free_push_rest(p, s, r, fn, h);
+}
+
 /* free_tagged_sample's push, when the span emptied (the sample was its
  * last block) or a double free: the profiler hears of the sample first.
  * Six arguments (the owner is the calling thread's heap), all in
@@ -91,6 +100,20 @@ static NALLOC_NOINLINE void free_sample_rest(void *p, span_t *s, int r, int fn,
                                              sample_slot_t v, uint64_t birth) {
   prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
   free_push_rest(p, s, r, fn, tsd_get()->heap);
+}
+
+/* The owner's push of slot i whose record v (born at `birth`) is already
+ * cleared, then the profiler hears of the record, last, in a tail call
+ * (only the owner takes slots of s, so the slot cannot be handed out
+ * meanwhile). */
+static inline void free_push_sample(void *p, span_t *s, uint32_t i, int fn,
+                                    sample_slot_t v, uint64_t birth) {
+  int r = span_push(s, i);
+  if (likely(r == PUSH_OK)) {
+    prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
+    return;
+  }
+  free_sample_rest(p, s, r, fn, v, birth);
 }
 
 /* The owner h frees the sample in slot i of its span s, tagged (s is on
@@ -102,12 +125,7 @@ static inline void free_tagged_sample(void *p, span_t *s, uint32_t i,
   uint64_t birth = sample_clear_rec(s, i, v);
   if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
     store_rlx(&s->owner_fast, h);
-  int r = span_push(s, i);
-  if (likely(r == PUSH_OK)) {
-    prof_sample_free(sample_tctx(v), sample_size(v), p, birth);
-    return;
-  }
-  free_sample_rest(p, s, r, fn, v, birth);
+  free_push_sample(p, s, i, fn, v, birth);
 }
 
 /* free_slot_prof's case of an owner's span with samples when owner_fast
@@ -127,9 +145,7 @@ static inline void free_slot_tagged(void *p, span_t *s, uint32_t i,
    * another thread), the span's frees are fast again */
   if (atomic_load_explicit(&s->prof_live, memory_order_acquire) == 0)
     store_rlx(&s->owner_fast, h);
-  int r = span_push(s, i);
-  if (likely(r == PUSH_OK)) return;
-  free_push_rest(p, s, r, fn, h);
+  free_push_tail(p, s, i, fn, h);
 }
 
 /* h's own span on its full list, no live sample in it (owner_fast is
@@ -203,14 +219,12 @@ static NALLOC_NOINLINE void free_slot_prof_exact(void *p, span_t *s, uint32_t i,
         &s->prof, memory_order_acquire)[i];
     sample_slot_t v = load_rlx(r);
     if (likely(!(v & (SAMPLE_TIMED | SAMPLE_COUNTED)))) {
-      if (v != 0) store_rlx(r, 0);
-      int rc = span_push(s, i);
-      if (likely(rc == PUSH_OK)) {
-        if (v != 0) prof_sample_free(sample_tctx(v), sample_size(v), p, 0);
-        return;
+      if (v != 0) {
+        store_rlx(r, 0);
+        free_push_sample(p, s, i, fn, v, 0);
+      } else {
+        free_push_tail(p, s, i, fn, h);
       }
-      if (v != 0) free_sample_rest(p, s, rc, fn, v, 0);
-      else free_push_rest(p, s, rc, fn, h);
       return;
     }
   }
